@@ -1,0 +1,77 @@
+#pragma once
+// Runs an ir::Graph with LibTorch ops on CPU or CUDA. Autograd flows through it (the demo zoo
+// trains through it; QAT will). Hooks see and may replace each node's inputs (weights included,
+// so a hook can fake-quantize them) and outputs (activations): observers, fake quantization and
+// layer-by-layer analysis all attach here.
+
+#include "ir/graph.h"
+#include "jobs/result.h"
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bitlens::exec {
+
+/// How a graph is run.
+struct ExecOptions {
+    c10::Device device = c10::Device(c10::kCPU); ///< where weights and activations live
+    bool training = false;      ///< BatchNorm uses batch statistics and updates running stats
+    double bnMomentum = 0.1;    ///< running-stat update factor in training mode (PyTorch's)
+};
+
+/// Per-node hook; both methods may replace tensors in place in the vector they are given.
+class NodeHook {
+public:
+    virtual ~NodeHook() = default;
+    /// Called with the node's inputs (activations and weights, in ONNX input order; an omitted
+    /// optional input is an undefined tensor).
+    virtual void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs);
+    /// Called with the node's outputs before later nodes read them.
+    virtual void afterNode(const ir::Node& node, std::vector<at::Tensor>& outputs);
+};
+
+/// Runs one graph. Weights are moved to the device once, at construction; on the graph's own
+/// device they are shared, not copied, so gradients reach the graph's initializers.
+class Executor {
+public:
+    explicit Executor(const ir::Graph& graph, ExecOptions options = {});
+
+    /// Adds a hook; hooks run in the order they were added.
+    void addHook(std::shared_ptr<NodeHook> hook);
+    void clearHooks();
+
+    /// Runs the graph on inputs given in the order of graph.inputs; returns graph.outputs.
+    /// Shape or type mismatches come back as ErrorCode::BadInput naming the node.
+    Result<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs);
+    /// Same as run() but throws c10::Error / std::runtime_error; for training loops.
+    std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);
+    /// Runs and returns every value computed (and the inputs), by name.
+    Result<std::map<std::string, at::Tensor>> runAll(const std::vector<at::Tensor>& inputs);
+
+    const ExecOptions& options() const { return m_options; }
+    const ir::Graph& graph() const { return m_graph; }
+
+private:
+    std::map<std::string, at::Tensor> execute(const std::vector<at::Tensor>& inputs,
+                                              bool keepAll);
+
+    const ir::Graph& m_graph;
+    ExecOptions m_options;
+    std::map<std::string, at::Tensor> m_weights; ///< initializers on m_options.device
+    std::vector<std::shared_ptr<NodeHook>> m_hooks;
+};
+
+/// Computes one node's outputs from its inputs (exposed for tests and single-op analysis).
+std::vector<at::Tensor> runNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                                const ExecOptions& options);
+
+/// Output shape of every node for one sample (batch 1), by value name, found by a traced run
+/// on zeros. Dynamic input dimensions other than the batch must be given in `inputShapes`.
+Result<std::map<std::string, std::vector<std::int64_t>>>
+inferShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes = {});
+
+} // namespace bitlens::exec

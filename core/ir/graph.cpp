@@ -1,0 +1,388 @@
+#include "ir/graph.h"
+
+#include <array>
+#include <set>
+#include <utility>
+
+namespace bitlens::ir {
+
+namespace {
+
+constexpr std::array<std::pair<OpKind, std::string_view>, 23> kOpNames{{
+    {OpKind::Conv, "Conv"},
+    {OpKind::Gemm, "Gemm"},
+    {OpKind::MatMul, "MatMul"},
+    {OpKind::BatchNorm, "BatchNormalization"},
+    {OpKind::Relu, "Relu"},
+    {OpKind::Gelu, "Gelu"},
+    {OpKind::Silu, "Silu"},
+    {OpKind::Sigmoid, "Sigmoid"},
+    {OpKind::Tanh, "Tanh"},
+    {OpKind::MaxPool, "MaxPool"},
+    {OpKind::AveragePool, "AveragePool"},
+    {OpKind::GlobalAveragePool, "GlobalAveragePool"},
+    {OpKind::Add, "Add"},
+    {OpKind::Sub, "Sub"},
+    {OpKind::Mul, "Mul"},
+    {OpKind::Div, "Div"},
+    {OpKind::Flatten, "Flatten"},
+    {OpKind::Reshape, "Reshape"},
+    {OpKind::Transpose, "Transpose"},
+    {OpKind::Softmax, "Softmax"},
+    {OpKind::Concat, "Concat"},
+    {OpKind::Identity, "Identity"},
+    {OpKind::Dropout, "Dropout"},
+}};
+
+template <typename T>
+const T* findAttr(const std::map<std::string, AttrValue>& values, const std::string& name)
+{
+    const auto it = values.find(name);
+    return it == values.end() ? nullptr : std::get_if<T>(&it->second);
+}
+
+} // namespace
+
+std::string_view opKindName(OpKind op)
+{
+    for (const auto& [kind, name] : kOpNames)
+        if (kind == op)
+            return name;
+    return "?";
+}
+
+std::optional<OpKind> opKindFromName(std::string_view opType)
+{
+    // "Silu" is BitLens' own node kind (ONNX spells it Sigmoid + Mul), never read from a file.
+    if (opType == "Silu")
+        return std::nullopt;
+    for (const auto& [kind, name] : kOpNames)
+        if (name == opType)
+            return kind;
+    return std::nullopt;
+}
+
+std::string_view dtypeName(DType dtype)
+{
+    switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::UInt8: return "uint8";
+    case DType::Int8: return "int8";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+    case DType::Float16: return "float16";
+    case DType::Float64: return "float64";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float8E4M3FN: return "float8_e4m3fn";
+    case DType::Float8E5M2: return "float8_e5m2";
+    }
+    return "?";
+}
+
+int dtypeSize(DType dtype)
+{
+    switch (dtype) {
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Bool:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2: return 1;
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Float32:
+    case DType::Int32: return 4;
+    case DType::Int64:
+    case DType::Float64: return 8;
+    }
+    return 0;
+}
+
+std::int64_t Attributes::getInt(const std::string& name, std::int64_t fallback) const
+{
+    const auto* v = findAttr<std::int64_t>(m_values, name);
+    return v ? *v : fallback;
+}
+
+double Attributes::getFloat(const std::string& name, double fallback) const
+{
+    if (const auto* v = findAttr<double>(m_values, name))
+        return *v;
+    if (const auto* i = findAttr<std::int64_t>(m_values, name))
+        return static_cast<double>(*i);
+    return fallback;
+}
+
+std::string Attributes::getString(const std::string& name, const std::string& fallback) const
+{
+    const auto* v = findAttr<std::string>(m_values, name);
+    return v ? *v : fallback;
+}
+
+std::vector<std::int64_t> Attributes::getInts(const std::string& name,
+                                              const std::vector<std::int64_t>& fallback) const
+{
+    const auto* v = findAttr<std::vector<std::int64_t>>(m_values, name);
+    return v ? *v : fallback;
+}
+
+std::vector<double> Attributes::getFloats(const std::string& name,
+                                          const std::vector<double>& fallback) const
+{
+    const auto* v = findAttr<std::vector<double>>(m_values, name);
+    return v ? *v : fallback;
+}
+
+const at::Tensor* Graph::initializer(const std::string& valueName) const
+{
+    const auto it = initializers.find(valueName);
+    return it == initializers.end() ? nullptr : &it->second;
+}
+
+Result<void> Graph::validate(const std::string& path) const
+{
+    std::set<std::string> defined;
+    auto define = [&](const std::string& value, const std::string& what) -> Result<void> {
+        if (value.empty())
+            return Error::badInput(path, what + " has an empty output name");
+        if (!defined.insert(value).second)
+            return Error::badInput(path, "value '" + value + "' is defined twice (" + what + ")");
+        return {};
+    };
+    for (const auto& [valueName, tensor] : initializers) {
+        if (!tensor.defined())
+            return Error::badInput(path, "initializer '" + valueName + "' holds no tensor");
+        if (auto r = define(valueName, "initializer"); !r)
+            return r;
+    }
+    for (const auto& in : inputs)
+        if (auto r = define(in.name, "graph input"); !r)
+            return r;
+    if (inputs.empty())
+        return Error::badInput(path, "graph has no inputs");
+    if (outputs.empty())
+        return Error::badInput(path, "graph has no outputs");
+    std::set<std::string> nodeNames;
+    for (const auto& node : nodes) {
+        const std::string label = "node '" + node.name + "' (" + std::string(opKindName(node.op)) +
+                                  ")";
+        if (!node.name.empty() && !nodeNames.insert(node.name).second)
+            return Error::badInput(path, "two nodes are named '" + node.name + "'");
+        for (const auto& in : node.inputs)
+            if (!in.empty() && defined.count(in) == 0)
+                return Error::badInput(path, label + " reads '" + in +
+                                                 "', which no earlier node, input or "
+                                                 "initializer defines");
+        if (node.outputs.empty())
+            return Error::badInput(path, label + " has no outputs");
+        for (const auto& out : node.outputs)
+            if (auto r = define(out, label); !r)
+                return r;
+    }
+    for (const auto& out : outputs)
+        if (defined.count(out.name) == 0)
+            return Error::badInput(path, "graph output '" + out.name + "' is never computed");
+    return {};
+}
+
+std::int64_t Graph::parameterCount() const
+{
+    std::int64_t count = 0;
+    for (const auto& [valueName, tensor] : initializers)
+        if (tensor.is_floating_point())
+            count += tensor.numel();
+    return count;
+}
+
+std::int64_t Graph::parameterBytes() const
+{
+    std::int64_t bytes = 0;
+    for (const auto& [valueName, tensor] : initializers)
+        bytes += tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+    return bytes;
+}
+
+std::int64_t Graph::nodeParameterCount(const Node& node) const
+{
+    std::int64_t count = 0;
+    for (const auto& in : node.inputs)
+        if (const auto* t = initializer(in); t && t->is_floating_point())
+            count += t->numel();
+    return count;
+}
+
+std::int64_t Graph::nodeParameterBytes(const Node& node) const
+{
+    std::int64_t bytes = 0;
+    for (const auto& in : node.inputs)
+        if (const auto* t = initializer(in))
+            bytes += t->numel() * static_cast<std::int64_t>(t->element_size());
+    return bytes;
+}
+
+std::optional<std::size_t> Graph::producerOf(const std::string& value) const
+{
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        for (const auto& out : nodes[i].outputs)
+            if (out == value)
+                return i;
+    return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+GraphBuilder::GraphBuilder(std::string graphName) { m_graph.name = std::move(graphName); }
+
+std::string GraphBuilder::input(const std::string& name, std::vector<std::int64_t> shape,
+                                DType dtype)
+{
+    m_graph.inputs.push_back(ValueInfo{name, dtype, std::move(shape)});
+    return name;
+}
+
+std::string GraphBuilder::constant(const std::string& name, const at::Tensor& value)
+{
+    m_graph.initializers[name] = value.contiguous();
+    return name;
+}
+
+void GraphBuilder::output(const std::string& value)
+{
+    m_graph.outputs.push_back(ValueInfo{value, DType::Float32, {}});
+}
+
+std::string GraphBuilder::node(const std::string& name, OpKind op,
+                               std::vector<std::string> inputs, Attributes attrs)
+{
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {name};
+    n.attrs = std::move(attrs);
+    m_graph.nodes.push_back(std::move(n));
+    return name;
+}
+
+std::string GraphBuilder::conv2d(const std::string& name, const std::string& x,
+                                 const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                 Conv2dOptions options)
+{
+    std::vector<std::string> ins{x, constant(name + ".weight", weight)};
+    if (bias)
+        ins.push_back(constant(name + ".bias", *bias));
+    Attributes attrs;
+    attrs.set("kernel_shape", std::vector<std::int64_t>{weight.size(2), weight.size(3)});
+    attrs.set("strides", std::vector<std::int64_t>{options.stride, options.stride});
+    attrs.set("pads", std::vector<std::int64_t>(4, options.padding));
+    attrs.set("dilations", std::vector<std::int64_t>{options.dilation, options.dilation});
+    attrs.set("group", options.groups);
+    return node(name, OpKind::Conv, std::move(ins), std::move(attrs));
+}
+
+std::string GraphBuilder::linear(const std::string& name, const std::string& x,
+                                 const at::Tensor& weight, const std::optional<at::Tensor>& bias)
+{
+    std::vector<std::string> ins{x, constant(name + ".weight", weight)};
+    if (bias)
+        ins.push_back(constant(name + ".bias", *bias));
+    Attributes attrs;
+    attrs.set("transB", std::int64_t{1});
+    return node(name, OpKind::Gemm, std::move(ins), std::move(attrs));
+}
+
+std::string GraphBuilder::matmul(const std::string& name, const std::string& a,
+                                 const std::string& b)
+{
+    return node(name, OpKind::MatMul, {a, b});
+}
+
+std::string GraphBuilder::batchNorm(const std::string& name, const std::string& x,
+                                    const at::Tensor& scale, const at::Tensor& bias,
+                                    const at::Tensor& mean, const at::Tensor& var, double epsilon)
+{
+    Attributes attrs;
+    attrs.set("epsilon", epsilon);
+    return node(name, OpKind::BatchNorm,
+                {x, constant(name + ".weight", scale), constant(name + ".bias", bias),
+                 constant(name + ".running_mean", mean), constant(name + ".running_var", var)},
+                std::move(attrs));
+}
+
+std::string GraphBuilder::unary(const std::string& name, OpKind op, const std::string& x)
+{
+    return node(name, op, {x});
+}
+
+std::string GraphBuilder::binary(const std::string& name, OpKind op, const std::string& a,
+                                 const std::string& b)
+{
+    return node(name, op, {a, b});
+}
+
+namespace {
+Attributes poolAttrs(std::int64_t kernel, std::int64_t stride, std::int64_t padding)
+{
+    Attributes attrs;
+    attrs.set("kernel_shape", std::vector<std::int64_t>{kernel, kernel});
+    attrs.set("strides", std::vector<std::int64_t>{stride, stride});
+    attrs.set("pads", std::vector<std::int64_t>(4, padding));
+    return attrs;
+}
+} // namespace
+
+std::string GraphBuilder::maxPool(const std::string& name, const std::string& x,
+                                  std::int64_t kernel, std::int64_t stride, std::int64_t padding)
+{
+    return node(name, OpKind::MaxPool, {x}, poolAttrs(kernel, stride, padding));
+}
+
+std::string GraphBuilder::avgPool(const std::string& name, const std::string& x,
+                                  std::int64_t kernel, std::int64_t stride, std::int64_t padding)
+{
+    return node(name, OpKind::AveragePool, {x}, poolAttrs(kernel, stride, padding));
+}
+
+std::string GraphBuilder::globalAvgPool(const std::string& name, const std::string& x)
+{
+    return node(name, OpKind::GlobalAveragePool, {x});
+}
+
+std::string GraphBuilder::flatten(const std::string& name, const std::string& x, std::int64_t axis)
+{
+    Attributes attrs;
+    attrs.set("axis", axis);
+    return node(name, OpKind::Flatten, {x}, std::move(attrs));
+}
+
+std::string GraphBuilder::reshape(const std::string& name, const std::string& x,
+                                  const std::vector<std::int64_t>& shape)
+{
+    const auto shapeTensor =
+        at::tensor(at::ArrayRef<std::int64_t>(shape), at::TensorOptions().dtype(at::kLong));
+    return node(name, OpKind::Reshape, {x, constant(name + ".shape", shapeTensor)});
+}
+
+std::string GraphBuilder::softmax(const std::string& name, const std::string& x, std::int64_t axis)
+{
+    Attributes attrs;
+    attrs.set("axis", axis);
+    return node(name, OpKind::Softmax, {x}, std::move(attrs));
+}
+
+std::string GraphBuilder::concat(const std::string& name, const std::vector<std::string>& xs,
+                                 std::int64_t axis)
+{
+    Attributes attrs;
+    attrs.set("axis", axis);
+    return node(name, OpKind::Concat, xs, std::move(attrs));
+}
+
+Result<Graph> GraphBuilder::build() const
+{
+    if (auto r = m_graph.validate("<builder:" + m_graph.name + ">"); !r)
+        return r.error();
+    return m_graph;
+}
+
+} // namespace bitlens::ir

@@ -1,0 +1,195 @@
+#pragma once
+// The model representation every reader produces and every pass consumes: an ONNX-like graph of
+// nodes that read and write named values, with weights (initializers) held as LibTorch tensors.
+// Nodes are kept in topological order; value names are unique in a graph.
+
+#include "jobs/result.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace bitlens::ir {
+
+/// The operators the executor runs. Names follow ONNX op_type (see opKindName).
+enum class OpKind {
+    Conv,              ///< ONNX Conv (2-D): X[N,C,H,W], W[M,C/group,kH,kW], optional B[M]
+    Gemm,              ///< ONNX Gemm: Y = alpha * A' * B' + beta * C (Linear when transB = 1)
+    MatMul,            ///< ONNX MatMul with numpy broadcasting
+    BatchNorm,         ///< ONNX BatchNormalization: X, scale, B, mean, var
+    Relu,
+    Gelu,              ///< ONNX Gelu (opset 20), approximate = "none" | "tanh"
+    Silu,              ///< x * sigmoid(x); written to ONNX as Sigmoid + Mul
+    Sigmoid,
+    Tanh,
+    MaxPool,           ///< 2-D, kernel_shape, strides, pads, dilations, ceil_mode
+    AveragePool,       ///< 2-D, kernel_shape, strides, pads, ceil_mode, count_include_pad
+    GlobalAveragePool,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Flatten,           ///< axis (default 1)
+    Reshape,           ///< shape from a constant int64 input; 0 copies, -1 infers
+    Transpose,         ///< perm
+    Softmax,           ///< axis (default -1, opset 13 semantics)
+    Concat,            ///< axis
+    Identity,
+    Dropout,           ///< identity at inference
+};
+
+/// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).
+std::string_view opKindName(OpKind op);
+/// The OpKind for an ONNX op_type, or nullopt when BitLens does not run it.
+std::optional<OpKind> opKindFromName(std::string_view opType);
+
+/// Element types of graph values; codes match ONNX TensorProto.DataType.
+enum class DType : int {
+    Float32 = 1,
+    UInt8 = 2,
+    Int8 = 3,
+    Int32 = 6,
+    Int64 = 7,
+    Bool = 9,
+    Float16 = 10,
+    Float64 = 11,
+    BFloat16 = 16,
+    Float8E4M3FN = 17,
+    Float8E5M2 = 19,
+};
+
+/// "float32", "int8", ... for display.
+std::string_view dtypeName(DType dtype);
+/// Bytes per element.
+int dtypeSize(DType dtype);
+
+/// An attribute value: int, float, string, ints or floats (the ONNX kinds BitLens uses).
+using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
+                               std::vector<double>>;
+
+/// Named node attributes with typed getters that fall back to a default.
+class Attributes {
+public:
+    void set(const std::string& name, AttrValue value) { m_values[name] = std::move(value); }
+    bool has(const std::string& name) const { return m_values.count(name) != 0; }
+    std::int64_t getInt(const std::string& name, std::int64_t fallback) const;
+    double getFloat(const std::string& name, double fallback) const;
+    std::string getString(const std::string& name, const std::string& fallback) const;
+    std::vector<std::int64_t> getInts(const std::string& name,
+                                      const std::vector<std::int64_t>& fallback) const;
+    std::vector<double> getFloats(const std::string& name,
+                                  const std::vector<double>& fallback) const;
+    const std::map<std::string, AttrValue>& all() const { return m_values; }
+
+private:
+    std::map<std::string, AttrValue> m_values;
+};
+
+/// One operator application. Inputs and outputs are value names; an empty input name means an
+/// omitted optional input (as in ONNX).
+struct Node {
+    std::string name;
+    OpKind op = OpKind::Identity;
+    std::vector<std::string> inputs;
+    std::vector<std::string> outputs;
+    Attributes attrs;
+};
+
+/// Name, element type and shape of a graph input or output; -1 marks a dynamic dimension.
+struct ValueInfo {
+    std::string name;
+    DType dtype = DType::Float32;
+    std::vector<std::int64_t> shape;
+};
+
+/// A model: inputs, outputs, nodes in topological order, and named constant tensors.
+class Graph {
+public:
+    std::string name;
+    std::vector<ValueInfo> inputs;
+    std::vector<ValueInfo> outputs;
+    std::vector<Node> nodes;
+    std::map<std::string, at::Tensor> initializers; ///< weights and constants, CPU or device
+    std::int64_t opsetVersion = 17;                 ///< ONNX default-domain opset it follows
+    std::map<std::string, std::string> metadata;    ///< free-form key/value (ONNX metadata_props)
+
+    /// The initializer called `name`, or nullptr when `name` is not a constant.
+    const at::Tensor* initializer(const std::string& name) const;
+    /// Checks structure: unique value names, every input defined before use, outputs produced.
+    /// `path` is used in the error message.
+    Result<void> validate(const std::string& path = {}) const;
+    /// Elements in all floating-point initializers (what users call parameters).
+    std::int64_t parameterCount() const;
+    /// Bytes of all initializers as stored.
+    std::int64_t parameterBytes() const;
+    /// Parameters read by one node (its initializer inputs).
+    std::int64_t nodeParameterCount(const Node& node) const;
+    /// Bytes of the initializers read by one node.
+    std::int64_t nodeParameterBytes(const Node& node) const;
+    /// Index of the node producing `value`, or nullopt for graph inputs and initializers.
+    std::optional<std::size_t> producerOf(const std::string& value) const;
+};
+
+/// Options of a 2-D convolution for GraphBuilder::conv2d.
+struct Conv2dOptions {
+    std::int64_t stride = 1;
+    std::int64_t padding = 0;
+    std::int64_t dilation = 1;
+    std::int64_t groups = 1;
+};
+
+/// Builds graphs in code (tests, the demo zoo). Every call adds a node and returns the name of
+/// its output value; weights become initializers named "<node>.weight", "<node>.bias", ...
+class GraphBuilder {
+public:
+    explicit GraphBuilder(std::string graphName);
+
+    /// Declares a graph input; -1 in `shape` marks a dynamic dimension (batch).
+    std::string input(const std::string& name, std::vector<std::int64_t> shape,
+                      DType dtype = DType::Float32);
+    /// Adds a constant tensor and returns its value name.
+    std::string constant(const std::string& name, const at::Tensor& value);
+    /// Marks a value as a graph output.
+    void output(const std::string& value);
+
+    std::string conv2d(const std::string& name, const std::string& x, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, Conv2dOptions options = {});
+    /// y = x W^T + b, stored as Gemm(transB = 1); weight is [out, in].
+    std::string linear(const std::string& name, const std::string& x, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias);
+    std::string matmul(const std::string& name, const std::string& a, const std::string& b);
+    std::string batchNorm(const std::string& name, const std::string& x, const at::Tensor& scale,
+                          const at::Tensor& bias, const at::Tensor& mean, const at::Tensor& var,
+                          double epsilon = 1e-5);
+    std::string unary(const std::string& name, OpKind op, const std::string& x);
+    std::string binary(const std::string& name, OpKind op, const std::string& a,
+                       const std::string& b);
+    std::string maxPool(const std::string& name, const std::string& x, std::int64_t kernel,
+                        std::int64_t stride, std::int64_t padding = 0);
+    std::string avgPool(const std::string& name, const std::string& x, std::int64_t kernel,
+                        std::int64_t stride, std::int64_t padding = 0);
+    std::string globalAvgPool(const std::string& name, const std::string& x);
+    std::string flatten(const std::string& name, const std::string& x, std::int64_t axis = 1);
+    std::string reshape(const std::string& name, const std::string& x,
+                        const std::vector<std::int64_t>& shape);
+    std::string softmax(const std::string& name, const std::string& x, std::int64_t axis = -1);
+    std::string concat(const std::string& name, const std::vector<std::string>& xs,
+                       std::int64_t axis);
+    /// Adds any node; its single output is named after the node.
+    std::string node(const std::string& name, OpKind op, std::vector<std::string> inputs,
+                     Attributes attrs = {});
+
+    /// The graph built so far, validated.
+    Result<Graph> build() const;
+
+private:
+    Graph m_graph;
+};
+
+} // namespace bitlens::ir

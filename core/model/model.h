@@ -1,0 +1,82 @@
+#pragma once
+// The torch-free face of an open model, for the GUI and the CLI: a Model owns the graph and a
+// summary (layers, shapes, parameters, bytes) that widgets can show without LibTorch headers.
+
+#include "jobs/progress.h"
+#include "jobs/result.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bitlens {
+
+namespace ir {
+class Graph;
+}
+
+/// One layer (graph node) as a user sees it in the layer table.
+struct LayerSummary {
+    std::string name;
+    std::string op;                                 ///< ONNX op_type, e.g. "Conv"
+    std::vector<std::vector<std::int64_t>> inputShapes;  ///< activation inputs, batch 1
+    std::vector<std::int64_t> outputShape;          ///< first output, batch 1
+    std::int64_t params = 0;                        ///< weight elements this layer reads
+    std::int64_t bytes = 0;                         ///< bytes of those weights as stored
+};
+
+/// A graph input or output as declared by the model (-1 = dynamic).
+struct TensorSummary {
+    std::string name;
+    std::string dtype;
+    std::vector<std::int64_t> shape;
+};
+
+/// What BitLens shows about an open model.
+struct ModelSummary {
+    std::string path;
+    std::string format;       ///< "onnx", ...
+    std::string name;         ///< graph name
+    std::int64_t params = 0;  ///< all parameters
+    std::int64_t bytes = 0;   ///< all weights as stored
+    std::vector<TensorSummary> inputs;
+    std::vector<TensorSummary> outputs;
+    std::vector<LayerSummary> layers;
+};
+
+/// An open model: the graph plus its summary. Shared between the GUI and its jobs.
+class Model {
+public:
+    Model(std::string path, std::string format, std::shared_ptr<ir::Graph> graph,
+          ModelSummary summary);
+    const std::string& path() const { return m_path; }
+    const std::string& format() const { return m_format; }
+    const ir::Graph& graph() const { return *m_graph; }
+    std::shared_ptr<ir::Graph> sharedGraph() const { return m_graph; }
+    const ModelSummary& summary() const { return m_summary; }
+
+private:
+    std::string m_path;
+    std::string m_format;
+    std::shared_ptr<ir::Graph> m_graph;
+    ModelSummary m_summary;
+};
+
+/// Opens a model file (format detected from its content and extension), checks it, and
+/// infers layer shapes. Errors name the file: BadInput for corrupt files, Unsupported for
+/// ops or formats BitLens does not run.
+Result<std::shared_ptr<Model>> openModel(const std::string& path,
+                                         Progress& progress = Progress::none(),
+                                         const CancelToken& cancel = CancelToken());
+
+/// Builds the summary of a graph (shapes by a traced run on one zero sample).
+Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
+                               const std::string& format);
+
+/// "1.2 MiB", "640 KiB", "312 B".
+std::string formatBytes(std::int64_t bytes);
+/// "[1, 28, 28]" (-1 printed as "N").
+std::string formatShape(const std::vector<std::int64_t>& shape);
+
+} // namespace bitlens

@@ -1,0 +1,34 @@
+#pragma once
+// Optimizers over LibTorch tensors for training through the executor (demo zoo, QAT).
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace bitlens::train {
+
+/// Adam (Kingma & Ba), the variant torch.optim.Adam implements with weight_decay = 0.
+class Adam {
+public:
+    /// `params` must be leaf tensors with requires_grad set.
+    explicit Adam(std::vector<at::Tensor> params, double lr = 1e-3, double beta1 = 0.9,
+                  double beta2 = 0.999, double eps = 1e-8);
+    /// Applies one update from the gradients in param.grad(); parameters without one are skipped.
+    void step();
+    /// Clears the gradients of all parameters.
+    void zeroGrad();
+    void setLearningRate(double lr) { m_lr = lr; }
+    double learningRate() const { return m_lr; }
+
+private:
+    std::vector<at::Tensor> m_params;
+    std::vector<at::Tensor> m_m;
+    std::vector<at::Tensor> m_v;
+    double m_lr;
+    double m_beta1;
+    double m_beta2;
+    double m_eps;
+    long m_step = 0;
+};
+
+} // namespace bitlens::train
