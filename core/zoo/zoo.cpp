@@ -54,10 +54,10 @@ Result<ZooModel> buildFashionCnn(Progress& progress, const CancelToken& cancel)
     ZooModel model = describe("fashion-cnn");
     const auto started = std::chrono::steady_clock::now();
     progress.report(0.0, "reading Fashion-MNIST");
-    auto train = io::loadDataset(model.calibData, "train");
+    auto train = io::loadDataset(model.calibData, "train", 0, Progress::none(), cancel);
     if (!train)
         return train.error();
-    auto test = io::loadDataset(model.evalData, "test");
+    auto test = io::loadDataset(model.evalData, "test", 0, Progress::none(), cancel);
     if (!test)
         return test.error();
 
