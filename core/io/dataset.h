@@ -48,8 +48,10 @@ DatasetSummary summarize(const Dataset& dataset);
 /// Reads one IDX file (.gz allowed): uint8 image arrays become float32 / 255, label arrays int64.
 Result<at::Tensor> readIdx(const std::string& path);
 /// Reads an image folder: every PNG/JPEG under <dir>/<class>/, resized never (all images must
-/// share one size), converted to `channels` (1 or 3).
-Result<Dataset> readImageFolder(const std::string& dir, int channels = 0);
+/// share one size), converted to `channels` (0 = as the first image, 1 or 3).
+Result<Dataset> readImageFolder(const std::string& dir, int channels = 0,
+                                Progress& progress = Progress::none(),
+                                const CancelToken& cancel = CancelToken());
 
 /// Reads a .npy array (little- or big-endian f2/f4/f8/i1/u1/i2/i4/i8/b1, C or Fortran order).
 Result<at::Tensor> readNpy(const std::string& path);
