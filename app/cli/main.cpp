@@ -2,11 +2,16 @@
 // keys are a contract (DESIGN.md, "Command-line contract"); tests and scripts rely on them.
 
 #include "analysis/metrics.h"
+#include "analysis/quant_report.h"
 #include "exec/device.h"
+#include "export/report_json.h"
+#include "io/file_util.h"
 #include "exec/executor.h"
 #include "io/dataset.h"
 #include "ir/graph.h"
 #include "model/model.h"
+#include "quant/engine.h"
+#include "quant/scheme.h"
 #include "zoo/zoo.h"
 
 #include <ATen/ATen.h>
@@ -14,7 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -40,6 +47,17 @@ commands:
                                      task metric (top-1 accuracy) on a data set
   run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda]
                                      run the model, write each output as DIR/<name>.npy
+  quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
+                                     quantize, compare layer by layer with float, measure
+  compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
+                                     one quantize run per scheme, side by side
+  sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
+                                     quantize each layer alone; rank layers by metric drop
+
+SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
+w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
+presets: dynamic-int8 static-int8 static-w4a8 w4-int4 w4-nf4 w4-fp4 fp8-e4m3 fp8-e5m2
+         llm-int8 smoothquant-int8 fp16 bf16
 
 MODEL is a model file (.onnx) or a zoo name (fashion-cnn); a zoo name brings its own data.
 DATA is a folder of IDX files, an IDX images file, an image folder, a .npy or a .npz.
@@ -62,6 +80,8 @@ struct Args {
 const std::map<std::string, bool> kFlagTakesValue = {
     {"--json", false}, {"--data", true},   {"--limit", true}, {"--device", true},
     {"--input", true}, {"--out", true},    {"--batch", true}, {"--quiet", false},
+    {"--scheme", true}, {"--schemes", true}, {"--calib", true}, {"--eval", true},
+    {"--report", true},
 };
 
 Result<Args> parseArgs(int argc, char** argv, int first)
@@ -374,6 +394,289 @@ int cmdRun(const Args& args)
     return 0;
 }
 
+/// Splits "--schemes" at commas, keeping a scheme's own options together:
+/// "static-int8:observer=minmax,per=tensor,w4-int4" -> {"static-int8:...,per=tensor", "w4-int4"}.
+std::vector<std::string> splitSchemes(const std::string& text)
+{
+    std::vector<std::string> specs;
+    for (const auto& piece : splitComma(text)) {
+        const auto eq = piece.find('=');
+        const auto colon = piece.find(':');
+        const bool isOption = eq != std::string::npos && (colon == std::string::npos || colon > eq);
+        if (isOption && !specs.empty())
+            specs.back() += "," + piece;
+        else
+            specs.push_back(piece);
+    }
+    return specs;
+}
+
+/// Everything a quantization command needs, loaded and checked.
+struct QuantInputs {
+    ModelArg modelArg;
+    std::shared_ptr<Model> model;
+    c10::Device device = c10::Device(c10::kCPU);
+    std::optional<io::Dataset> calib;
+    std::optional<io::Dataset> eval;
+    std::string evalPath;
+};
+
+Result<QuantInputs> loadQuantInputs(const Args& args, bool needEval, std::int64_t calibSamples)
+{
+    QuantInputs in;
+    const bool quiet = args.has("--quiet") || args.has("--json");
+    auto modelArg = resolveModel(args.positional[0], quiet);
+    if (!modelArg)
+        return modelArg.error();
+    in.modelArg = *modelArg;
+    auto device = parseDevice(args);
+    if (!device)
+        return device.error();
+    in.device = *device;
+    auto model = openModel(modelArg->path);
+    if (!model)
+        return model.error();
+    in.model = *model;
+    const std::string calibPath = args.get("--calib", modelArg->calibData);
+    if (!calibPath.empty()) {
+        auto calib = io::loadDataset(calibPath, "train", calibSamples);
+        if (!calib)
+            return calib.error();
+        if (calib->size() == 0) {
+            const auto& inputs = in.model->summary().inputs;
+            return Error::badInput(calibPath, "holds no samples; calibration needs inputs shaped " +
+                                                  (inputs.empty() ? std::string("like the model's")
+                                                                  : formatShape(inputs[0].shape)));
+        }
+        in.calib = std::move(calib).value();
+    }
+    in.evalPath = args.get("--eval", modelArg->evalData);
+    if (needEval && in.evalPath.empty())
+        return Error::usage("give evaluation data with --eval DATA (a zoo model brings its own)");
+    if (!in.evalPath.empty()) {
+        std::int64_t limit = 0;
+        if (args.has("--limit")) {
+            try {
+                limit = std::stoll(args.get("--limit"));
+            } catch (const std::exception&) {
+                return Error::usage("--limit needs a number");
+            }
+        }
+        auto eval = io::loadDataset(in.evalPath, "test", limit);
+        if (!eval)
+            return eval.error();
+        in.eval = std::move(eval).value();
+    }
+    if (!in.calib && !in.eval)
+        return Error::usage("give data with --calib DATA or --eval DATA (layer errors are "
+                            "measured on real samples)");
+    return in;
+}
+
+/// The batch layer errors and throughput are measured on: evaluation data, else calibration.
+at::Tensor analysisBatch(const QuantInputs& in)
+{
+    return in.eval ? in.eval->inputs : in.calib->inputs;
+}
+
+Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string& spec,
+                                        std::optional<analysis::MetricValue> floatMetric,
+                                        bool quiet)
+{
+    auto scheme = quant::parseScheme(spec);
+    if (!scheme)
+        return scheme.error();
+    Progress progress = stderrProgress(quiet);
+    const at::Tensor calib = in.calib ? in.calib->inputs : at::Tensor();
+    auto prepared = quant::prepare(in.model->graph(), *scheme, calib, progress);
+    if (!prepared) {
+        Error e = prepared.error();
+        if (e.path.empty() && e.code == ErrorCode::BadInput && in.calib)
+            e.path = in.calib->path;
+        return e;
+    }
+    analysis::AnalysisOptions options;
+    options.device = in.device;
+    auto report = analysis::analyze(in.model->graph(), *prepared, analysisBatch(in),
+                                    in.eval ? &*in.eval : nullptr, options, floatMetric,
+                                    progress);
+    if (!report)
+        return report.error();
+    report->modelPath = in.modelArg.path;
+    report->modelFormat = in.model->format();
+    return report;
+}
+
+std::string dbText(double db)
+{
+    if (!std::isfinite(db))
+        return db > 0 ? "exact" : "-inf";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", db);
+    return buf;
+}
+
+Result<void> writeJson(const std::string& path, const json& j)
+{
+    const std::string text = j.dump(2) + "\n";
+    return io::writeFileAtomic(path, text.data(), text.size());
+}
+
+void printReport(const analysis::QuantReport& r)
+{
+    std::printf("scheme  %s\n", r.schemeSpec.c_str());
+    std::printf("\n%-14s %-8s %-44s %9s %9s %10s %10s\n", "layer", "op", "config", "SQNR dB",
+                "accum dB", "float", "quantized");
+    for (const auto& l : r.layers)
+        std::printf("%-14s %-8s %-44s %9s %9s %10s %10s\n", l.name.c_str(), l.op.c_str(),
+                    l.config.substr(0, 44).c_str(), dbText(l.local.sqnrDb).c_str(),
+                    dbText(l.accumulated.sqnrDb).c_str(), formatBytes(l.bytesFloat).c_str(),
+                    formatBytes(l.bytesQuantized).c_str());
+    std::printf("\nsize        %s -> %s (%.3f of float)\n", formatBytes(r.sizeFloat).c_str(),
+                formatBytes(r.sizeQuantized).c_str(),
+                static_cast<double>(r.sizeQuantized) / static_cast<double>(r.sizeFloat));
+    if (r.metricFloat && r.metricQuantized)
+        std::printf("%-11s %.4f -> %.4f (%+.2f points) on %lld samples\n",
+                    r.metricFloat->name.c_str(), r.metricFloat->value, r.metricQuantized->value,
+                    100.0 * (r.metricQuantized->value - r.metricFloat->value),
+                    static_cast<long long>(r.metricQuantized->samples));
+    std::printf("throughput  %.0f -> %.0f samples/s (%s, batch %lld, %s)\n",
+                r.throughput.floatSamplesPerS, r.throughput.quantizedSamplesPerS,
+                r.throughput.device.c_str(), static_cast<long long>(r.throughput.batch),
+                r.layers.empty() ? "" : r.layers.front().kernel.c_str());
+}
+
+std::int64_t calibSamplesOf(const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    return scheme ? scheme->calibSamples : 1000;
+}
+
+int cmdQuantize(const Args& args)
+{
+    if (args.positional.size() != 1 || !args.has("--scheme"))
+        return fail(Error::usage("usage: bitlens-cli quantize MODEL --scheme SCHEME [--calib DATA] "
+                                 "[--eval DATA] [--report FILE.json]"));
+    if (args.has("--out"))
+        return fail(Error::unsupported(args.get("--out"),
+                                       "writing quantized models arrives with export (issue #6); "
+                                       "use --report for the analysis"));
+    const std::string spec = args.get("--scheme");
+    if (auto s = quant::parseScheme(spec); !s)
+        return fail(s.error());
+    auto in = loadQuantInputs(args, false, calibSamplesOf(spec));
+    if (!in)
+        return fail(in.error());
+    auto report = runScheme(*in, spec, std::nullopt, args.has("--quiet"));
+    if (!report)
+        return fail(report.error());
+    const json j = exporting::reportToJson(*report);
+    if (args.has("--report"))
+        if (auto r = writeJson(args.get("--report"), j); !r)
+            return fail(r.error());
+    if (args.has("--json"))
+        std::cout << j.dump(2) << "\n";
+    else
+        printReport(*report);
+    return 0;
+}
+
+int cmdCompare(const Args& args)
+{
+    if (args.positional.size() != 1 || !args.has("--schemes"))
+        return fail(Error::usage("usage: bitlens-cli compare MODEL --schemes S1,S2,...|all "
+                                 "[--calib DATA] [--eval DATA] [--report FILE.json]"));
+    std::vector<std::string> specs = args.get("--schemes") == "all"
+                                         ? quant::presetNames()
+                                         : splitSchemes(args.get("--schemes"));
+    std::int64_t calibSamples = 0;
+    for (const auto& spec : specs) {
+        auto s = quant::parseScheme(spec);
+        if (!s)
+            return fail(s.error());
+        calibSamples = std::max(calibSamples, s->calibSamples);
+    }
+    auto in = loadQuantInputs(args, false, calibSamples);
+    if (!in)
+        return fail(in.error());
+    std::optional<analysis::MetricValue> floatMetric;
+    if (in->eval) {
+        auto m = analysis::evaluateTop1(in->model->graph(), *in->eval, in->device);
+        if (!m)
+            return fail(m.error());
+        floatMetric = *m;
+    }
+    json runs = json::array();
+    std::printf("%-40s %8s %8s %8s %9s %10s %7s\n", "scheme", "metric", "drop", "size",
+                "min SQNR", "samples/s", "time s");
+    if (floatMetric)
+        std::printf("%-40s %8.4f %8s %8s %9s %10s %7s\n", "float32", floatMetric->value, "",
+                    "1.000", "", "", "");
+    for (const auto& spec : specs) {
+        auto report = runScheme(*in, spec, floatMetric, true);
+        if (!report)
+            return fail(report.error());
+        double minSqnr = std::numeric_limits<double>::infinity();
+        for (const auto& l : report->layers)
+            minSqnr = std::min(minSqnr, l.accumulated.sqnrDb);
+        const double q = report->metricQuantized ? report->metricQuantized->value : NAN;
+        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %10.0f %7.1f\n", spec.substr(0, 40).c_str(), q,
+                    floatMetric ? 100.0 * (q - floatMetric->value) : NAN,
+                    static_cast<double>(report->sizeQuantized) /
+                        static_cast<double>(report->sizeFloat),
+                    dbText(minSqnr).c_str(), report->throughput.quantizedSamplesPerS,
+                    report->seconds);
+        std::fflush(stdout);
+        runs.push_back(exporting::reportToJson(*report));
+    }
+    if (args.has("--report"))
+        if (auto r = writeJson(args.get("--report"), json{{"runs", runs}}); !r)
+            return fail(r.error());
+    return 0;
+}
+
+int cmdSensitivity(const Args& args)
+{
+    if (args.positional.size() != 1 || !args.has("--scheme"))
+        return fail(Error::usage("usage: bitlens-cli sensitivity MODEL --scheme SCHEME "
+                                 "[--calib DATA] [--eval DATA] [--report FILE.json]"));
+    const std::string spec = args.get("--scheme");
+    auto scheme = quant::parseScheme(spec);
+    if (!scheme)
+        return fail(scheme.error());
+    auto in = loadQuantInputs(args, true, scheme->calibSamples);
+    if (!in)
+        return fail(in.error());
+    Progress progress = stderrProgress(args.has("--quiet"));
+    auto prepared = quant::prepare(in->model->graph(), *scheme,
+                                   in->calib ? in->calib->inputs : at::Tensor(), progress);
+    if (!prepared)
+        return fail(prepared.error());
+    auto floatMetric = analysis::evaluateTop1(in->model->graph(), *in->eval, in->device);
+    if (!floatMetric)
+        return fail(floatMetric.error());
+    analysis::AnalysisOptions options;
+    options.device = in->device;
+    auto rows = analysis::sensitivity(in->model->graph(), *prepared, *in->eval, analysisBatch(*in),
+                                      options, *floatMetric, progress);
+    if (!rows)
+        return fail(rows.error());
+    std::printf("%s = %.4f in float; each layer quantized alone with %s:\n\n",
+                floatMetric->name.c_str(), floatMetric->value, spec.c_str());
+    std::printf("%-20s %8s %14s %9s\n", "layer", "metric", "change (points)", "SQNR dB");
+    for (const auto& row : *rows)
+        std::printf("%-20s %8.4f %+14.2f %9s\n", row.layer.c_str(), row.metric, -100.0 * row.drop,
+                    dbText(row.sqnrDb).c_str());
+    if (args.has("--report")) {
+        json j = exporting::sensitivityToJson(*floatMetric, *rows);
+        j["scheme"] = quant::schemeToJson(*scheme);
+        j["model"] = {{"path", in->modelArg.path}, {"format", in->model->format()}};
+        if (auto r = writeJson(args.get("--report"), j); !r)
+            return fail(r.error());
+    }
+    return 0;
+}
+
 int dispatch(int argc, char** argv)
 {
     if (argc < 2) {
@@ -400,6 +703,12 @@ int dispatch(int argc, char** argv)
         return cmdEval(*args);
     if (command == "run")
         return cmdRun(*args);
+    if (command == "quantize")
+        return cmdQuantize(*args);
+    if (command == "compare")
+        return cmdCompare(*args);
+    if (command == "sensitivity")
+        return cmdSensitivity(*args);
     std::fprintf(stderr, "error: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

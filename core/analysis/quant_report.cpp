@@ -1,0 +1,237 @@
+#include "analysis/quant_report.h"
+
+#include "exec/device.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace bitlens::analysis {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string typeName(quant::QuantType t) { return std::string(quant::traits(t).name); }
+
+double secondsSince(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Median wall time of `reps` calls of f.
+template <typename F>
+double medianSeconds(F&& f, int reps)
+{
+    std::vector<double> times;
+    for (int i = 0; i < reps; ++i) {
+        const auto start = Clock::now();
+        f();
+        times.push_back(secondsSince(start));
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+std::string deviceName(const c10::Device& device)
+{
+    return exec::deviceDescription(device.is_cuda() ? "cuda" : "cpu");
+}
+
+} // namespace
+
+Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const io::Dataset& eval,
+                                      const AnalysisOptions& options,
+                                      const std::set<std::string>& only, Progress& progress,
+                                      const CancelToken& cancel)
+{
+    if (!eval.labels.defined())
+        return Error::badInput(eval.path, "has no labels, so top-1 accuracy cannot be measured");
+    c10::InferenceMode guard;
+    exec::Executor executor(model.graph, exec::ExecOptions{options.device});
+    executor.addHook(quant::makeQuantHook(model, only));
+    const std::int64_t n = eval.size();
+    std::int64_t correct = 0;
+    for (std::int64_t start = 0; start < n; start += options.batchSize) {
+        if (cancel.cancelled())
+            return Error::cancelled();
+        const std::int64_t end = std::min(n, start + options.batchSize);
+        auto out = executor.run({eval.inputs.slice(0, start, end)});
+        if (!out)
+            return out.error();
+        const at::Tensor predicted = out->front().argmax(1).to(at::kCPU);
+        correct += predicted.eq(eval.labels.slice(0, start, end)).sum().item<std::int64_t>();
+        progress.report(static_cast<double>(end) / static_cast<double>(n), "evaluating");
+    }
+    return MetricValue{"top1", static_cast<double>(correct) / static_cast<double>(n), n};
+}
+
+Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedModel& model,
+                            const at::Tensor& analysisBatch, const io::Dataset* eval,
+                            const AnalysisOptions& options, std::optional<MetricValue> floatMetric,
+                            Progress& progress, const CancelToken& cancel)
+{
+    const auto started = Clock::now();
+    QuantReport report;
+    report.scheme = model.scheme;
+    report.schemeSpec = model.scheme.spec;
+    report.params = floatGraph.parameterCount();
+    report.sizeFloat = model.bytesFloat;
+    report.sizeQuantized = model.bytesQuantized;
+    report.foldedBatchNorms = model.foldedBatchNorms;
+    report.calibSamples = model.calibSamples;
+    try {
+        c10::InferenceMode guard;
+        const at::Tensor x =
+            analysisBatch.slice(0, 0, std::min(analysisBatch.size(0), options.analysisSamples))
+                .to(options.device);
+        report.analysisSamples = x.size(0);
+        exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
+        exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
+        quantExec.addHook(quant::makeQuantHook(model));
+        progress.report(0.0, "comparing layers");
+        auto floatVals = floatExec.runAll({x});
+        if (!floatVals)
+            return floatVals.error();
+        auto quantVals = quantExec.runAll({x});
+        if (!quantVals)
+            return quantVals.error();
+
+        for (const auto& node : model.graph.nodes) {
+            auto it = model.layers.find(node.name);
+            if (it == model.layers.end())
+                continue;
+            if (cancel.cancelled())
+                return Error::cancelled();
+            const quant::LayerQuant& lq = it->second;
+            LayerReport row;
+            row.name = node.name;
+            row.op = std::string(ir::opKindName(node.op));
+            row.config = lq.config.describe();
+            row.note = lq.note;
+            row.params = lq.params;
+            row.bytesFloat = lq.bytesFloat;
+            row.bytesQuantized = lq.bytesQuantized;
+            const bool isFloat = lq.config.keepFloat;
+            row.weightType = isFloat ? "float32" : typeName(lq.config.weightType);
+            row.actType = isFloat || lq.config.actMode == quant::ActMode::Float
+                              ? "float32"
+                              : typeName(lq.config.actType);
+            row.simulated = !isFloat;
+            row.kernel = isFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
+            report.throughput.kernels[node.name] = row.kernel;
+
+            // Local: this layer alone quantized, fed the float model's inputs.
+            std::vector<at::Tensor> inputs;
+            for (const auto& in : node.inputs) {
+                if (in.empty())
+                    inputs.emplace_back();
+                else if (const at::Tensor* w = model.graph.initializer(in))
+                    inputs.push_back(w->to(options.device));
+                else
+                    inputs.push_back(floatVals->at(in));
+            }
+            auto hook = quant::makeQuantHook(model, {node.name});
+            hook->beforeNode(node, inputs);
+            const at::Tensor local =
+                exec::runNode(node, inputs, exec::ExecOptions{options.device}).front();
+            const at::Tensor& ref = floatVals->at(node.outputs.front());
+            const at::Tensor& acc = quantVals->at(node.outputs.front());
+            row.local = compareTensors(ref, local);
+            row.accumulated = compareTensors(ref, acc);
+            const at::Tensor err = (acc - ref).to(at::kCPU);
+            const double range = std::max(err.abs().max().item<double>(), 1e-12);
+            row.errorHistogram = histogram(err, options.histogramBins, -range, range);
+            if (!isFloat) {
+                row.weight = compareTensors(lq.weightFloat, lq.weightFq);
+                row.weightHistogram = histogram(lq.weightFloat, options.histogramBins);
+            } else {
+                const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
+                row.weightHistogram = histogram(w, options.histogramBins);
+            }
+            row.actClip = lq.actClip;
+            report.layers.push_back(std::move(row));
+        }
+
+        // Throughput, float and quantized interleaved on the same batch.
+        progress.report(0.3, "measuring throughput");
+        auto runFloat = [&] { (void)floatExec.run({x}); };
+        auto runQuant = [&] { (void)quantExec.run({x}); };
+        runFloat();
+        runQuant();
+        double tFloat = 0.0;
+        double tQuant = 0.0;
+        for (int round = 0; round < 3; ++round) {
+            tFloat += medianSeconds(runFloat, 3);
+            tQuant += medianSeconds(runQuant, 3);
+        }
+        report.throughput.device = deviceName(options.device);
+        report.throughput.batch = x.size(0);
+        report.throughput.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
+        report.throughput.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
+
+        if (eval) {
+            if (!floatMetric) {
+                Progress sub([&](double f, const std::string&) {
+                    progress.report(0.35 + 0.3 * f, "evaluating float model");
+                });
+                auto m = evaluateTop1(floatGraph, *eval, options.device, options.batchSize, sub,
+                                      cancel);
+                if (!m)
+                    return m.error();
+                floatMetric = *m;
+            }
+            report.metricFloat = floatMetric;
+            Progress sub([&](double f, const std::string&) {
+                progress.report(0.65 + 0.35 * f, "evaluating quantized model");
+            });
+            auto q = evaluateQuantized(model, *eval, options, {}, sub, cancel);
+            if (!q)
+                return q.error();
+            report.metricQuantized = *q;
+        }
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("analysis failed: ") + e.what_without_backtrace());
+    } catch (const std::out_of_range&) {
+        return Error::runtime("analysis failed: a layer output was not computed");
+    }
+    report.seconds = secondsSince(started);
+    progress.report(1.0, "done");
+    return report;
+}
+
+Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
+                                                const quant::QuantizedModel& model,
+                                                const io::Dataset& eval,
+                                                const at::Tensor& analysisBatch,
+                                                const AnalysisOptions& options,
+                                                const MetricValue& floatMetric,
+                                                Progress& progress, const CancelToken& cancel)
+{
+    auto report = analyze(floatGraph, model, analysisBatch, nullptr, options, floatMetric,
+                          Progress::none(), cancel);
+    if (!report)
+        return report.error();
+    std::vector<SensitivityRow> rows;
+    const std::size_t total = report->layers.size();
+    for (std::size_t i = 0; i < total; ++i) {
+        const auto& layer = report->layers[i];
+        if (layer.weightType == "float32")
+            continue;
+        Progress sub([&](double f, const std::string&) {
+            progress.report((static_cast<double>(i) + f) / static_cast<double>(total),
+                            "sensitivity: " + layer.name);
+        });
+        auto m = evaluateQuantized(model, eval, options, {layer.name}, sub, cancel);
+        if (!m)
+            return m.error();
+        rows.push_back({layer.name, m->value, floatMetric.value - m->value, layer.local.sqnrDb});
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const SensitivityRow& a, const SensitivityRow& b) { return a.drop > b.drop; });
+    return rows;
+}
+
+} // namespace bitlens::analysis

@@ -1,0 +1,115 @@
+#pragma once
+// What a quantization run shows: per-layer error (local and accumulated), histograms, bytes,
+// the task metric float vs quantized, and throughput — computed on the same batch for the
+// float and the quantized model. The GUI and `bitlens-cli quantize` display exactly this.
+
+#include "analysis/error_stats.h"
+#include "analysis/metrics.h"
+#include "io/dataset.h"
+#include "ir/graph.h"
+#include "jobs/progress.h"
+#include "jobs/result.h"
+#include "quant/engine.h"
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bitlens::analysis {
+
+/// One quantizable layer in a report.
+struct LayerReport {
+    std::string name;
+    std::string op;
+    std::string weightType;      ///< "int8", ..., "float32" when kept float
+    std::string actType;         ///< "uint8", ..., "float32" when activations stay float
+    std::string config;          ///< LayerConfig::describe()
+    std::string kernel;          ///< what ran: "fake-quant (simulated)" or a real kernel name
+    bool simulated = true;
+    std::string note;            ///< adaptations, e.g. group size fallback
+    std::int64_t params = 0;
+    std::int64_t bytesFloat = 0;
+    std::int64_t bytesQuantized = 0;
+    ErrorStats local;            ///< only this layer quantized, float inputs
+    ErrorStats accumulated;      ///< everything up to here quantized
+    ErrorStats weight;           ///< quantized vs float weights
+    HistogramData errorHistogram;   ///< accumulated output error (quantized - float)
+    HistogramData weightHistogram;  ///< float weights (after smoothing)
+    std::optional<quant::ClipChoice> actClip;  ///< static activation range and why
+};
+
+/// Throughput of float vs quantized, measured side by side in one process.
+struct Throughput {
+    std::string device;
+    std::int64_t batch = 0;
+    double floatSamplesPerS = 0.0;
+    double quantizedSamplesPerS = 0.0;
+    std::map<std::string, std::string> kernels;  ///< layer -> kernel that ran
+};
+
+/// Everything `quantize` reports.
+struct QuantReport {
+    std::string modelPath;
+    std::string modelFormat;
+    std::int64_t params = 0;
+    std::string schemeSpec;
+    quant::Scheme scheme;
+    std::optional<MetricValue> metricFloat;
+    std::optional<MetricValue> metricQuantized;
+    std::int64_t sizeFloat = 0;
+    std::int64_t sizeQuantized = 0;
+    std::vector<LayerReport> layers;
+    Throughput throughput;
+    std::vector<std::string> foldedBatchNorms;
+    std::int64_t calibSamples = 0;
+    std::int64_t analysisSamples = 0;
+    double seconds = 0.0;  ///< wall time of prepare + analysis + metric
+};
+
+/// Inputs of an analysis.
+struct AnalysisOptions {
+    c10::Device device = c10::Device(c10::kCPU);
+    std::int64_t analysisSamples = 64;   ///< batch used for layer errors and throughput
+    std::int64_t batchSize = 256;        ///< evaluation batch
+    int histogramBins = 64;
+};
+
+/// Compares `model` (prepared from `floatGraph`) with the float graph on `analysisBatch`, and
+/// measures the task metric on `eval` when given (float metric reused from `floatMetric` when
+/// set, so comparisons of many schemes evaluate the float model once).
+Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedModel& model,
+                            const at::Tensor& analysisBatch, const io::Dataset* eval,
+                            const AnalysisOptions& options,
+                            std::optional<MetricValue> floatMetric = std::nullopt,
+                            Progress& progress = Progress::none(),
+                            const CancelToken& cancel = CancelToken());
+
+/// Top-1 of the quantized model (or with `only` layers quantized) on `eval`.
+Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const io::Dataset& eval,
+                                      const AnalysisOptions& options,
+                                      const std::set<std::string>& only = {},
+                                      Progress& progress = Progress::none(),
+                                      const CancelToken& cancel = CancelToken());
+
+/// One row of a sensitivity sweep: the metric with only this layer quantized.
+struct SensitivityRow {
+    std::string layer;
+    double metric = 0.0;
+    double drop = 0.0;       ///< float metric - metric (points are drop * 100)
+    double sqnrDb = 0.0;     ///< local SQNR of the layer
+};
+
+/// Quantizes each layer alone and measures the metric; rows sorted by drop, largest first.
+Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
+                                                const quant::QuantizedModel& model,
+                                                const io::Dataset& eval,
+                                                const at::Tensor& analysisBatch,
+                                                const AnalysisOptions& options,
+                                                const MetricValue& floatMetric,
+                                                Progress& progress = Progress::none(),
+                                                const CancelToken& cancel = CancelToken());
+
+} // namespace bitlens::analysis

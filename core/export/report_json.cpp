@@ -1,0 +1,114 @@
+#include "export/report_json.h"
+
+#include "quant/scheme.h"
+
+#include <cmath>
+
+namespace bitlens::exporting {
+
+using nlohmann::json;
+
+json number(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+namespace {
+
+json histogramJson(const analysis::HistogramData& h)
+{
+    return {{"edges", h.edges}, {"counts", h.counts}};
+}
+
+json metricJson(const std::optional<analysis::MetricValue>& m)
+{
+    return m ? json(m->value) : json(nullptr);
+}
+
+json clipJson(const quant::ClipChoice& c)
+{
+    json cand = json::array();
+    for (const auto& [threshold, criterion] : c.candidates)
+        cand.push_back({number(threshold), number(criterion)});
+    return {{"lo", c.lo},
+            {"hi", c.hi},
+            {"observed_min", c.observedMin},
+            {"observed_max", c.observedMax},
+            {"method", c.method},
+            {"why", c.why},
+            {"histogram", {{"edges", c.histogram.edges}, {"counts", c.histogram.counts}}},
+            {"candidates", cand}};
+}
+
+} // namespace
+
+json reportToJson(const analysis::QuantReport& r)
+{
+    json layers = json::array();
+    for (const auto& l : r.layers) {
+        json row = {{"name", l.name},
+                    {"op", l.op},
+                    {"weight_type", l.weightType},
+                    {"act_type", l.actType},
+                    {"config", l.config},
+                    {"kernel", l.kernel},
+                    {"simulated", l.simulated},
+                    {"params", l.params},
+                    {"bytes_float", l.bytesFloat},
+                    {"bytes_quantized", l.bytesQuantized},
+                    {"sqnr_db", number(l.local.sqnrDb)},
+                    {"mse", l.local.mse},
+                    {"cosine", l.local.cosine},
+                    {"max_abs_err", l.local.maxAbsErr},
+                    {"sqnr_db_accumulated", number(l.accumulated.sqnrDb)},
+                    {"mse_accumulated", l.accumulated.mse},
+                    {"cosine_accumulated", l.accumulated.cosine},
+                    {"max_abs_err_accumulated", l.accumulated.maxAbsErr},
+                    {"weight_sqnr_db", number(l.weight.sqnrDb)},
+                    {"error_histogram", histogramJson(l.errorHistogram)},
+                    {"weight_histogram", histogramJson(l.weightHistogram)}};
+        if (!l.note.empty())
+            row["note"] = l.note;
+        if (l.actClip)
+            row["act_clip"] = clipJson(*l.actClip);
+        layers.push_back(std::move(row));
+    }
+    json kernels = json::object();
+    for (const auto& [layer, kernel] : r.throughput.kernels)
+        kernels[layer] = kernel;
+    const std::string metricName = r.metricFloat     ? r.metricFloat->name
+                                   : r.metricQuantized ? r.metricQuantized->name
+                                                       : "top1";
+    return {{"bitlens_version", BITLENS_VERSION},
+            {"model", {{"path", r.modelPath}, {"format", r.modelFormat}, {"params", r.params}}},
+            {"scheme", quant::schemeToJson(r.scheme)},
+            {"metric",
+             {{"name", metricName},
+              {"float", metricJson(r.metricFloat)},
+              {"quantized", metricJson(r.metricQuantized)},
+              {"samples", r.metricQuantized ? json(r.metricQuantized->samples) : json(nullptr)}}},
+            {"size_bytes", {{"float", r.sizeFloat}, {"quantized", r.sizeQuantized}}},
+            {"layers", layers},
+            {"throughput",
+             {{"device", r.throughput.device},
+              {"batch", r.throughput.batch},
+              {"float_samples_per_s", r.throughput.floatSamplesPerS},
+              {"quantized_samples_per_s", r.throughput.quantizedSamplesPerS},
+              {"kernels", kernels}}},
+            {"folded_batchnorms", r.foldedBatchNorms},
+            {"calib_samples", r.calibSamples},
+            {"analysis_samples", r.analysisSamples},
+            {"seconds", r.seconds}};
+}
+
+json sensitivityToJson(const analysis::MetricValue& floatMetric,
+                       const std::vector<analysis::SensitivityRow>& rows)
+{
+    json layers = json::array();
+    for (const auto& row : rows)
+        layers.push_back({{"layer", row.layer},
+                          {"metric", row.metric},
+                          {"drop", row.drop},
+                          {"sqnr_db", number(row.sqnrDb)}});
+    return {{"metric", {{"name", floatMetric.name}, {"float", floatMetric.value}}},
+            {"layers", layers}};
+}
+
+} // namespace bitlens::exporting

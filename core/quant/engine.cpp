@@ -1,0 +1,432 @@
+#include "quant/engine.h"
+
+#include "train/bn_fold.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cmath>
+
+namespace bitlens::quant {
+
+namespace {
+
+bool transposedWeight(const ir::Node& node)
+{
+    if (node.op == ir::OpKind::MatMul)
+        return true;
+    return node.op == ir::OpKind::Gemm && node.attrs.getInt("transB", 0) == 0;
+}
+
+/// Reshapes a per-input-channel vector to broadcast against an activation [N, C, ...] (Conv)
+/// or [..., C] (Gemm / MatMul).
+at::Tensor channelShapeForActivation(const ir::Node& node, const at::Tensor& s, std::int64_t rank)
+{
+    if (node.op == ir::OpKind::Conv) {
+        std::vector<std::int64_t> shape(static_cast<std::size_t>(rank), 1);
+        shape[1] = -1;
+        return s.reshape(shape);
+    }
+    return s;
+}
+
+/// Reshapes a per-input-channel vector to broadcast against the layer's weight.
+at::Tensor channelShapeForWeight(const ir::Node& node, const at::Tensor& s, const at::Tensor& w)
+{
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(w.dim()), 1);
+    if (node.op == ir::OpKind::Conv)
+        shape[1] = -1;
+    else if (transposedWeight(node))
+        shape[0] = -1;  // [in, out]
+    else
+        shape[1] = -1;  // [out, in]
+    return s.reshape(shape);
+}
+
+/// Per-input-channel max |x| of an activation.
+at::Tensor channelAbsMax(const ir::Node& node, const at::Tensor& x)
+{
+    std::vector<std::int64_t> dims;
+    const std::int64_t channelDim = node.op == ir::OpKind::Conv ? 1 : x.dim() - 1;
+    for (std::int64_t d = 0; d < x.dim(); ++d)
+        if (d != channelDim)
+            dims.push_back(d);
+    return x.abs().amax(dims).to(at::kFloat).to(at::kCPU);
+}
+
+/// Activation qparams computed from the tensor itself (dynamic quantization).
+QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
+{
+    if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
+        auto [lo, hi] = blockMinMax(x.reshape({-1, x.size(-1)}), Granularity::perToken());
+        return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perToken());
+    }
+    auto [lo, hi] = blockMinMax(x, Granularity::perTensor());
+    return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perTensor());
+}
+
+at::Tensor fakeQuantAct(const at::Tensor& x, const QParams& qp)
+{
+    if (qp.granularity.kind == Granularity::Kind::PerToken)
+        return fakeQuantize(x.reshape({-1, x.size(-1)}), qp).reshape(x.sizes());
+    return fakeQuantize(x, qp);
+}
+
+/// NF4 double quantization: the fp32 absmax of every block is itself quantized — centred on
+/// its mean, then int8 absmax-quantized in blocks of 256 scales (bitsandbytes does the same
+/// with its dynamic 8-bit code; we use a linear int8 grid). Returns the dequantized scales.
+at::Tensor doubleQuantizeScales(const at::Tensor& scale)
+{
+    const at::Tensor flat = scale.reshape({-1});
+    const at::Tensor mean = flat.mean();
+    at::Tensor centred = flat - mean;
+    const std::int64_t n = centred.numel();
+    const std::int64_t block = 256;
+    const std::int64_t padded = (n + block - 1) / block * block;
+    at::Tensor blocks = at::constant_pad_nd(centred, {0, padded - n}).reshape({-1, block});
+    at::Tensor absmax = blocks.abs().amax(1, true).clamp_min(1e-12);
+    at::Tensor q = at::round(blocks / absmax * 127.0).clamp(-127, 127);
+    at::Tensor back = (q * absmax / 127.0).reshape({-1}).slice(0, 0, n) + mean;
+    // A block scale must stay positive: never let rounding push it to zero or below.
+    return back.clamp_min(flat.min().item<float>() * 0.5f).reshape(scale.sizes());
+}
+
+Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight,
+                                  const LayerConfig& config, const at::Tensor& smooth)
+{
+    LayerQuant lq;
+    lq.layer = node.name;
+    lq.config = config;
+    lq.smooth = smooth;
+    lq.weightFloat = smooth.defined() ? weight * channelShapeForWeight(node, smooth, weight)
+                                      : weight;
+    lq.params = weight.numel();
+    lq.bytesFloat = weight.numel() * 4;
+    const at::Tensor view = weightView(node, lq.weightFloat);
+    Granularity g = config.weightGranularity;
+    if (g.kind == Granularity::Kind::PerToken)
+        g = Granularity::perChannel(0);
+    if (g.kind == Granularity::Kind::PerChannel)
+        g.axis = 0;
+    if (g.kind == Granularity::Kind::PerGroup) {
+        g.axis = 1;
+        // A row whose length the group size does not divide ends in a shorter block.
+        if (view.size(1) % g.groupSize != 0)
+            lq.note = "group " + std::to_string(g.groupSize) + " does not divide the " +
+                      std::to_string(view.size(1)) + " inputs per output channel; the last " +
+                      "block of each row holds " + std::to_string(view.size(1) % g.groupSize);
+    }
+    lq.weightGranularity = g;
+    auto [lo, hi] = blockMinMax(view, g);
+    lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g);
+    std::int64_t scaleCount = lq.weight.scale.numel();
+    if (config.doubleQuant && traits(config.weightType).needsScale)
+        lq.weight.scale = doubleQuantizeScales(lq.weight.scale);
+    lq.weightFq = weightUnview(node, fakeQuantize(view, lq.weight), weight).contiguous();
+    lq.bytesQuantized = quantizedBytes(view.numel(), lq.weight);
+    if (config.doubleQuant && traits(config.weightType).needsScale)
+        lq.bytesQuantized -= scaleCount * 3 - ((scaleCount + 255) / 256) * 4 - 4;
+    return lq;
+}
+
+/// Collects activation statistics of planned layers during calibration runs.
+class CalibrationHook : public exec::NodeHook {
+public:
+    enum class Pass { ChannelAbsMax, Observe };
+
+    CalibrationHook(const QuantizedModel& model, Pass pass) : m_model(model), m_pass(pass) {}
+
+    void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs) override
+    {
+        auto it = m_model.plan.layers.find(node.name);
+        if (it == m_model.plan.layers.end() || it->second.keepFloat || m_error)
+            return;
+        const LayerConfig& c = it->second;
+        at::Tensor x = inputs[0];
+        if (m_pass == Pass::ChannelAbsMax) {
+            if (c.smoothAlpha <= 0.0)
+                return;
+            const at::Tensor m = channelAbsMax(node, x);
+            auto& acc = m_channelMax[node.name];
+            acc = acc.defined() ? at::maximum(acc, m) : m;
+            return;
+        }
+        if (c.actMode != ActMode::Static)
+            return;
+        const auto& lq = m_model.layers.at(node.name);
+        if (lq.smooth.defined())
+            x = x / channelShapeForActivation(node, lq.smooth.to(x.device()), x.dim());
+        auto& observer = m_observers[node.name];
+        if (!observer) {
+            auto factory = observerFactory(c.observer);
+            if (!factory) {
+                m_error = factory.error();
+                return;
+            }
+            observer = (*factory)();
+        }
+        if (auto r = observer->observe(x); !r) {
+            Error e = r.error();
+            e.message = "input of layer '" + node.name + "' " + e.message;
+            m_error = e;
+        }
+    }
+
+    const QuantizedModel& m_model;
+    Pass m_pass;
+    std::map<std::string, at::Tensor> m_channelMax;
+    std::map<std::string, std::unique_ptr<Observer>> m_observers;
+    std::optional<Error> m_error;
+};
+
+/// Runs calibration batches through the (float) prepared graph with `hook` attached.
+Result<void> calibrate(const QuantizedModel& model, const at::Tensor& inputs,
+                       CalibrationHook& hookRef, std::shared_ptr<exec::NodeHook> hook,
+                       Progress& progress, double from, double to, const CancelToken& cancel)
+{
+    exec::Executor executor(model.graph);
+    executor.addHook(std::move(hook));
+    const std::int64_t n = inputs.size(0);
+    const std::int64_t batch = 100;
+    for (std::int64_t start = 0, b = 0; start < n; start += batch, ++b) {
+        if (cancel.cancelled())
+            return Error::cancelled();
+        const std::int64_t end = std::min(n, start + batch);
+        auto out = executor.run({inputs.slice(0, start, end)});
+        if (!out)
+            return out.error();
+        if (hookRef.m_error) {
+            Error e = *hookRef.m_error;
+            e.code = ErrorCode::BadInput;
+            e.message = "calibration batch " + std::to_string(b + 1) + " (samples " +
+                        std::to_string(start) + "-" + std::to_string(end - 1) + "): " +
+                        e.message;
+            return e;
+        }
+        progress.report(from + (to - from) * static_cast<double>(end) / static_cast<double>(n),
+                        "calibrating");
+    }
+    return {};
+}
+
+class QuantHook : public exec::NodeHook {
+public:
+    QuantHook(const QuantizedModel& model, std::set<std::string> only)
+        : m_model(model), m_only(std::move(only))
+    {
+    }
+
+    void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs) override
+    {
+        auto it = m_model.layers.find(node.name);
+        if (it == m_model.layers.end() || (!m_only.empty() && m_only.count(node.name) == 0))
+            return;
+        const LayerQuant& lq = it->second;
+        const LayerConfig& c = lq.config;
+        if (c.keepFloat)
+            return;
+        at::Tensor x = inputs[0];
+        at::Tensor w = device(lq.weightFq, x, lq.layer + ".w");
+        if (lq.smooth.defined())
+            x = x / channelShapeForActivation(node, device(lq.smooth, x, lq.layer + ".s"), x.dim());
+        switch (c.actMode) {
+        case ActMode::Float: break;
+        case ActMode::Cast:
+            x = x.to(c.actType == QuantType::BF16 ? at::kBFloat16 : at::kHalf).to(at::kFloat);
+            break;
+        case ActMode::Static: x = fakeQuantAct(x, *lq.act); break;
+        case ActMode::Dynamic:
+            if (c.outlierThreshold > 0.0 && node.op != ir::OpKind::Conv)
+                std::tie(x, w) = llmInt8(node, x, lq);
+            else
+                x = fakeQuantAct(x, dynamicQParams(x, c));
+            break;
+        }
+        inputs[0] = x;
+        inputs[1] = w;
+    }
+
+private:
+    /// LLM.int8(): input columns whose |x| exceeds the threshold anywhere in the batch stay in
+    /// 16-bit (x and the matching weight inputs); the rest run int8 (per token / per channel).
+    std::pair<at::Tensor, at::Tensor> llmInt8(const ir::Node& node, const at::Tensor& x,
+                                              const LayerQuant& lq)
+    {
+        const LayerConfig& c = lq.config;
+        std::vector<std::int64_t> dims;
+        for (std::int64_t d = 0; d + 1 < x.dim(); ++d)
+            dims.push_back(d);
+        const at::Tensor outlier = x.abs().amax(dims).gt(c.outlierThreshold);  // [in]
+        at::Tensor w = device(lq.weightFq, x, lq.layer + ".w");
+        if (!outlier.any().item<bool>())
+            return {fakeQuantAct(x, dynamicQParams(x, c)), w};
+        const at::Tensor regular = x.masked_fill(outlier, 0.0);
+        const at::Tensor xq = fakeQuantAct(regular, dynamicQParams(regular, c)) +
+                              (x - regular).to(at::kHalf).to(at::kFloat);
+        const at::Tensor w16 = device(lq.weightFloat, x, lq.layer + ".wf").to(at::kHalf)
+                                   .to(at::kFloat);
+        const at::Tensor mask = channelShapeForWeight(node, outlier, w16);
+        return {xq, at::where(mask, w16, w)};
+    }
+
+    /// `t` on the device of `like`, cached so weights cross to a GPU once.
+    const at::Tensor& device(const at::Tensor& t, const at::Tensor& like, const std::string& key)
+    {
+        if (t.device() == like.device())
+            return t;
+        auto& cached = m_onDevice[key];
+        if (!cached.defined())
+            cached = t.to(like.device());
+        return cached;
+    }
+
+    const QuantizedModel& m_model;
+    std::set<std::string> m_only;
+    std::map<std::string, at::Tensor> m_onDevice;
+};
+
+} // namespace
+
+at::Tensor weightView(const ir::Node& node, const at::Tensor& weight)
+{
+    if (node.op == ir::OpKind::Conv)
+        return weight.reshape({weight.size(0), -1});
+    if (transposedWeight(node))
+        return weight.dim() == 2 ? weight.t() : weight.reshape({-1, weight.size(-1)}).t();
+    return weight;
+}
+
+at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view, const at::Tensor& likeWeight)
+{
+    if (node.op == ir::OpKind::Conv)
+        return view.reshape(likeWeight.sizes());
+    if (transposedWeight(node))
+        return view.t().reshape(likeWeight.sizes());
+    return view;
+}
+
+Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
+                               const at::Tensor& calibInputs, Progress& progress,
+                               const CancelToken& cancel)
+{
+    try {
+        c10::InferenceMode guard;
+        QuantizedModel model;
+        model.scheme = scheme;
+        model.bytesFloat = floatGraph.parameterBytes();
+        model.graph = scheme.foldBatchNorm
+                          ? train::foldBatchNorm(floatGraph, &model.foldedBatchNorms)
+                          : floatGraph;
+        auto plan = makePlan(model.graph, scheme);
+        if (!plan)
+            return plan.error();
+        model.plan = *plan;
+
+        bool needsCalibration = false;
+        bool needsSmoothing = false;
+        for (const auto& [name, c] : model.plan.layers) {
+            needsCalibration = needsCalibration || (!c.keepFloat && c.actMode == ActMode::Static);
+            needsSmoothing = needsSmoothing || (!c.keepFloat && c.smoothAlpha > 0.0);
+        }
+        at::Tensor calib;
+        if (needsCalibration || needsSmoothing) {
+            if (!calibInputs.defined() || calibInputs.size(0) == 0)
+                return Error::usage("scheme " + scheme.preset +
+                                    " calibrates activations: give calibration data (--calib)");
+            calib = calibInputs.slice(0, 0, std::min(calibInputs.size(0), scheme.calibSamples));
+            model.calibSamples = calib.size(0);
+        }
+
+        // Pass 1 (SmoothQuant only): per-input-channel activation maxima.
+        std::map<std::string, at::Tensor> smooth;
+        if (needsSmoothing) {
+            auto hook = std::make_shared<CalibrationHook>(model,
+                                                          CalibrationHook::Pass::ChannelAbsMax);
+            if (auto r = calibrate(model, calib, *hook, hook, progress, 0.0, 0.3, cancel); !r)
+                return r.error();
+            for (const auto& [name, actMax] : hook->m_channelMax) {
+                const ir::Node* node = nullptr;
+                for (const auto& n : model.graph.nodes)
+                    if (n.name == name)
+                        node = &n;
+                const at::Tensor& w = *model.graph.initializer(node->inputs[1]);
+                // s_j = max|X_j|^alpha / max|W_j|^(1 - alpha), over the input channel j.
+                const at::Tensor wView = weightView(*node, w);  // [out, in * k]
+                const std::int64_t in = actMax.numel();
+                const at::Tensor wMax =
+                    wView.reshape({wView.size(0), in, -1}).abs().amax({0, 2});
+                const double alpha = model.plan.layers.at(name).smoothAlpha;
+                smooth[name] = (actMax.clamp_min(1e-5).pow(alpha) /
+                                wMax.clamp_min(1e-5).pow(1.0 - alpha))
+                                   .clamp_min(1e-5);
+            }
+        }
+
+        // Weights.
+        std::int64_t quantizedWeightBytes = 0;
+        std::set<std::string> quantizedWeightNames;
+        for (const auto& node : model.graph.nodes) {
+            auto it = model.plan.layers.find(node.name);
+            if (it == model.plan.layers.end())
+                continue;
+            const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
+            if (it->second.keepFloat) {
+                LayerQuant lq;
+                lq.layer = node.name;
+                lq.config = it->second;
+                lq.params = w.numel();
+                lq.bytesFloat = lq.bytesQuantized = w.numel() * 4;
+                model.layers[node.name] = lq;
+                continue;
+            }
+            auto sIt = smooth.find(node.name);
+            auto lq = quantizeWeight(node, w, it->second,
+                                     sIt == smooth.end() ? at::Tensor() : sIt->second);
+            if (!lq)
+                return lq.error();
+            quantizedWeightBytes += lq->bytesQuantized;
+            quantizedWeightNames.insert(node.inputs[1]);
+            model.layers[node.name] = std::move(lq).value();
+        }
+
+        // Pass 2: static activation ranges.
+        if (needsCalibration) {
+            auto hook = std::make_shared<CalibrationHook>(model, CalibrationHook::Pass::Observe);
+            const double from = needsSmoothing ? 0.3 : 0.0;
+            if (auto r = calibrate(model, calib, *hook, hook, progress, from, 1.0, cancel); !r)
+                return r.error();
+            for (auto& [name, observer] : hook->m_observers) {
+                LayerQuant& lq = model.layers.at(name);
+                ClipChoice clip = observer->choose(lq.config.actType, lq.config.actSymmetric);
+                const at::Tensor lo = at::full({}, clip.lo, at::kFloat);
+                const at::Tensor hi = at::full({}, clip.hi, at::kFloat);
+                lq.act = chooseQParams(lo, hi, lq.config.actType, lq.config.actSymmetric,
+                                       Granularity::perTensor());
+                lq.actClip = std::move(clip);
+            }
+        }
+
+        // Model size: quantized weights as stored, everything else as it is (16-bit schemes
+        // store the rest in 16 bits too).
+        model.bytesQuantized = quantizedWeightBytes;
+        for (const auto& [name, t] : model.graph.initializers) {
+            if (quantizedWeightNames.count(name))
+                continue;
+            model.bytesQuantized += t.numel() * static_cast<std::int64_t>(t.element_size());
+        }
+        progress.report(1.0, "prepared");
+        return model;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("quantization failed: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+        return Error::runtime(std::string("quantization failed: ") + e.what());
+    }
+}
+
+std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,
+                                              std::set<std::string> only)
+{
+    return std::make_shared<QuantHook>(model, std::move(only));
+}
+
+} // namespace bitlens::quant

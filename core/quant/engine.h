@@ -1,0 +1,72 @@
+#pragma once
+// Applies a scheme to a graph: folds BatchNorm where the scheme asks, quantizes every planned
+// layer's weights, calibrates static activation ranges with observers, and yields a hook that
+// makes the executor run the quantized model (simulated: fake quantization in float32).
+
+#include "exec/executor.h"
+#include "ir/graph.h"
+#include "jobs/progress.h"
+#include "jobs/result.h"
+#include "quant/observer.h"
+#include "quant/quant_type.h"
+#include "quant/scheme.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bitlens::quant {
+
+/// One quantized layer as prepared.
+struct LayerQuant {
+    std::string layer;
+    LayerConfig config;
+    Granularity weightGranularity;   ///< what was applied (may differ from config: see note)
+    QParams weight;                  ///< qparams of the 2-D weight view [out, in * kernel]
+    at::Tensor weightFloat;          ///< the float weight as the layer reads it (smoothed)
+    at::Tensor weightFq;             ///< weight after quantize + dequantize, float32
+    std::optional<QParams> act;      ///< static activation qparams
+    std::optional<ClipChoice> actClip;  ///< what the observer chose, and why
+    at::Tensor smooth;               ///< SmoothQuant divisor per input channel (undefined: off)
+    std::string note;                ///< what had to be adapted ("group 64 does not divide 9")
+    std::int64_t params = 0;         ///< weight elements
+    std::int64_t bytesFloat = 0;     ///< weight bytes as float32
+    std::int64_t bytesQuantized = 0; ///< weight bytes as stored quantized (codes + scales)
+};
+
+/// A graph prepared for quantized execution.
+struct QuantizedModel {
+    ir::Graph graph;                            ///< what runs (BN folded), float weights
+    Scheme scheme;
+    Plan plan;
+    std::map<std::string, LayerQuant> layers;   ///< quantized layers by node name
+    std::vector<std::string> foldedBatchNorms;  ///< "conv<-bn"
+    std::int64_t bytesFloat = 0;                ///< all weights of the original float graph
+    std::int64_t bytesQuantized = 0;            ///< all weights as the quantized model stores them
+    std::int64_t calibSamples = 0;              ///< samples calibration actually used
+};
+
+/// Prepares `floatGraph` for `scheme`. `calibInputs` ([N, ...] float) is needed by static
+/// schemes and SmoothQuant; the first scheme.calibSamples samples are used. NaN/Inf reaching a
+/// layer during calibration is BadInput naming the batch and the layer.
+Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
+                               const at::Tensor& calibInputs,
+                               Progress& progress = Progress::none(),
+                               const CancelToken& cancel = CancelToken());
+
+/// A hook that makes an executor over `model.graph` run the quantized model. With `only`
+/// non-empty, just those layers are quantized (for local error and sensitivity).
+std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,
+                                              std::set<std::string> only = {});
+
+/// The 2-D [out, in] view of a layer's weight (Conv: [out, in * kh * kw]; Gemm transB = 0 and
+/// MatMul weights [in, out] are transposed).
+at::Tensor weightView(const ir::Node& node, const at::Tensor& weight);
+/// Inverse of weightView: back to the layer's own weight layout.
+at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view,
+                        const at::Tensor& likeWeight);
+
+} // namespace bitlens::quant

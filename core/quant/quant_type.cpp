@@ -1,0 +1,571 @@
+#include "quant/quant_type.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace bitlens::quant {
+
+namespace {
+
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+/// torch.finfo(torch.float32).eps: PyTorch's observers never choose a smaller integer scale.
+constexpr float kFloatEps = std::numeric_limits<float>::epsilon();
+/// Smallest normal float32: the floor of code-table and FP8 scales, so that 1 / scale is finite.
+constexpr float kFloatMinNormal = std::numeric_limits<float>::min();
+
+/// bitsandbytes' NF4 table, transcribed from bitsandbytes/functional.py (get_4bit_type("nf4"))
+/// and csrc/kernels.cu (dDequantizeNF4); code 7 is exactly 0.
+constexpr std::array<float, 16> kNf4Codes = {
+    -1.0f,
+    -0.6961928009986877f,
+    -0.5250730514526367f,
+    -0.39491748809814453f,
+    -0.28444138169288635f,
+    -0.18477343022823334f,
+    -0.09105003625154495f,
+    0.0f,
+    0.07958029955625534f,
+    0.16093020141124725f,
+    0.24611230194568634f,
+    0.33791524171829224f,
+    0.44070982933044434f,
+    0.5626170039176941f,
+    0.7229568362236023f,
+    1.0f,
+};
+
+/// The decision thresholds of bitsandbytes' dQuantizeNF4 (csrc/kernels.cu), ascending:
+/// threshold k separates code k from code k + 1, and `x > threshold` takes the upper code, so a
+/// value exactly on a threshold takes the lower one. Example: 0.8614784181118011f (between
+/// 0.7229568 and 1.0) gives code 14; the next float up gives code 15.
+constexpr std::array<float, 15> kNf4Thresholds = {
+    -0.8480964004993439f,  -0.6106329262256622f, -0.4599952697753906f,
+    -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
+    -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
+    0.2035212516784668f,   0.2920137718319893f,  0.3893125355243683f,
+    0.5016634166240692f,   0.6427869200706482f,  0.8614784181118011f,
+};
+constexpr std::uint8_t kNf4ZeroCode = 7;
+
+/// FP4 E2M1 values by bit pattern: bit 3 sign, bits 2-1 exponent (bias 1), bit 0 mantissa;
+/// exponent 0 is subnormal (0 and 0.5). No Inf, no NaN; max 6.
+constexpr std::array<float, 16> kFp4Codes = {
+    0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+constexpr float kBFloat16Max = 3.38953139e38f;  // 0x7F7F
+
+constexpr QuantTypeTraits kTraits[] = {
+    {QuantType::Int8, "int8", 8, true, TypeFamily::Integer, -128, 127, {}, 128.0f, true},
+    {QuantType::UInt8, "uint8", 8, false, TypeFamily::Integer, 0, 255, {}, 255.0f, true},
+    {QuantType::Int4, "int4", 4, true, TypeFamily::Integer, -8, 7, {}, 8.0f, true},
+    {QuantType::UInt4, "uint4", 4, false, TypeFamily::Integer, 0, 15, {}, 15.0f, true},
+    {QuantType::Int2, "int2", 2, true, TypeFamily::Integer, -2, 1, {}, 2.0f, true},
+    {QuantType::NF4, "nf4", 4, true, TypeFamily::CodeTable, 0, 15, kNf4Codes, 1.0f, true},
+    {QuantType::FP4E2M1, "fp4_e2m1", 4, true, TypeFamily::CodeTable, 0, 15, kFp4Codes, 6.0f,
+     true},
+    {QuantType::FP8E4M3, "fp8_e4m3", 8, true, TypeFamily::Float, 0, 0, {}, 448.0f, true},
+    {QuantType::FP8E5M2, "fp8_e5m2", 8, true, TypeFamily::Float, 0, 0, {}, 57344.0f, true},
+    {QuantType::FP16, "fp16", 16, true, TypeFamily::Float, 0, 0, {}, 65504.0f, false},
+    {QuantType::BF16, "bf16", 16, true, TypeFamily::Float, 0, 0, {}, kBFloat16Max, false},
+};
+
+constexpr bool tableInEnumOrder()
+{
+    for (std::size_t i = 0; i < std::size(kTraits); ++i) {
+        if (static_cast<std::size_t>(kTraits[i].type) != i)
+            return false;
+    }
+    return true;
+}
+static_assert(tableInEnumOrder(), "kTraits rows must follow the QuantType enum order");
+static_assert(std::size(kTraits) == static_cast<std::size_t>(QuantType::BF16) + 1,
+              "every QuantType needs a row in kTraits");
+
+std::int64_t normalizeAxis(std::int64_t axis, std::int64_t dims, const char* what)
+{
+    TORCH_CHECK(dims > 0, what, " needs a tensor with at least one dimension");
+    const std::int64_t normalized = axis < 0 ? axis + dims : axis;
+    TORCH_CHECK(normalized >= 0 && normalized < dims, what, " axis ", axis,
+                " is out of range for a tensor with ", dims, " dimensions");
+    return normalized;
+}
+
+std::int64_t productExcept(at::IntArrayRef sizes, std::int64_t skip)
+{
+    std::int64_t n = 1;
+    for (std::int64_t d = 0; d < static_cast<std::int64_t>(sizes.size()); ++d) {
+        if (d != skip)
+            n *= sizes[d];
+    }
+    return n;
+}
+
+/// The shape of the scale for a tensor of `sizes` (see QParams).
+std::vector<std::int64_t> scaleShape(at::IntArrayRef sizes, const Granularity& g)
+{
+    const auto dims = static_cast<std::int64_t>(sizes.size());
+    switch (g.kind) {
+    case Granularity::Kind::PerTensor:
+        return {};
+    case Granularity::Kind::PerChannel:
+        return {sizes[normalizeAxis(g.axis, dims, "per-channel")]};
+    case Granularity::Kind::PerGroup: {
+        TORCH_CHECK(g.groupSize > 0, "per-group quantization needs a group size > 0, not ",
+                    g.groupSize);
+        const std::int64_t axis = normalizeAxis(g.axis, dims, "per-group");
+        const std::int64_t blocks = (sizes[axis] + g.groupSize - 1) / g.groupSize;
+        return {productExcept(sizes, axis), blocks};
+    }
+    case Granularity::Kind::PerToken:
+        return {dims == 0 ? 1 : productExcept(sizes, dims - 1)};
+    }
+    return {};
+}
+
+/// `x` regrouped so that the last dimension holds the elements of one block and the leading
+/// dimensions are the scale's shape: [N] per-tensor (scale []), [C, rest] per-channel,
+/// [rows, blocks, groupSize] per-group (a short last group padded with `pad`), [tokens,
+/// features] per-token. An elementwise op with scale.unsqueeze(-1) then quantizes every block.
+at::Tensor toBlocks(const at::Tensor& x, const Granularity& g, double pad = 0.0)
+{
+    const auto sizes = x.sizes();
+    const auto dims = x.dim();
+    switch (g.kind) {
+    case Granularity::Kind::PerTensor:
+        return x.reshape({x.numel()});
+    case Granularity::Kind::PerChannel: {
+        const std::int64_t axis = normalizeAxis(g.axis, dims, "per-channel");
+        return x.movedim(axis, 0).reshape({sizes[axis], productExcept(sizes, axis)});
+    }
+    case Granularity::Kind::PerGroup: {
+        const std::int64_t axis = normalizeAxis(g.axis, dims, "per-group");
+        TORCH_CHECK(g.groupSize > 0, "per-group quantization needs a group size > 0, not ",
+                    g.groupSize);
+        const std::int64_t length = sizes[axis];
+        const std::int64_t rows = productExcept(sizes, axis);
+        const std::int64_t blocks = (length + g.groupSize - 1) / g.groupSize;
+        at::Tensor rowsView = x.movedim(axis, -1).reshape({rows, length});
+        if (blocks * g.groupSize != length)
+            rowsView = at::constant_pad_nd(rowsView, {0, blocks * g.groupSize - length}, pad);
+        return rowsView.reshape({rows, blocks, g.groupSize});
+    }
+    case Granularity::Kind::PerToken: {
+        const std::int64_t features = dims == 0 ? 1 : sizes[dims - 1];
+        const std::int64_t tokens = dims == 0 ? 1 : productExcept(sizes, dims - 1);
+        return x.reshape({tokens, features});
+    }
+    }
+    return x;
+}
+
+/// Inverse of toBlocks for a tensor of `sizes` (padding dropped), contiguous.
+at::Tensor fromBlocks(const at::Tensor& blocks, at::IntArrayRef sizes, const Granularity& g)
+{
+    const auto dims = static_cast<std::int64_t>(sizes.size());
+    switch (g.kind) {
+    case Granularity::Kind::PerTensor:
+    case Granularity::Kind::PerToken:
+        return blocks.reshape(sizes).contiguous();
+    case Granularity::Kind::PerChannel: {
+        const std::int64_t axis = normalizeAxis(g.axis, dims, "per-channel");
+        std::vector<std::int64_t> moved{sizes[axis]};
+        for (std::int64_t d = 0; d < dims; ++d) {
+            if (d != axis)
+                moved.push_back(sizes[d]);
+        }
+        return blocks.reshape(moved).movedim(0, axis).contiguous();
+    }
+    case Granularity::Kind::PerGroup: {
+        const std::int64_t axis = normalizeAxis(g.axis, dims, "per-group");
+        std::vector<std::int64_t> moved;
+        for (std::int64_t d = 0; d < dims; ++d) {
+            if (d != axis)
+                moved.push_back(sizes[d]);
+        }
+        moved.push_back(sizes[axis]);
+        const std::int64_t rows = blocks.size(0);
+        return blocks.reshape({rows, blocks.size(1) * blocks.size(2)})
+            .narrow(1, 0, sizes[axis])
+            .reshape(moved)
+            .movedim(-1, axis)
+            .contiguous();
+    }
+    }
+    return blocks;
+}
+
+/// Scale and zero point of `qparams` checked against `x` and broadcastable over toBlocks(x):
+/// shapes [scaleShape..., 1], float32 scale, float32 zero point, on x's device.
+struct BlockParams {
+    at::Tensor scale;
+    at::Tensor zeroPoint;
+};
+
+BlockParams blockParams(const at::Tensor& x, const QParams& qparams)
+{
+    const auto expected = scaleShape(x.sizes(), qparams.granularity);
+    const QuantTypeTraits& t = traits(qparams.type);
+    BlockParams out;
+    if (!t.needsScale) {
+        out.scale = at::ones(expected, x.options().dtype(at::kFloat)).unsqueeze(-1);
+        out.zeroPoint = at::zeros_like(out.scale);
+        return out;
+    }
+    TORCH_CHECK(qparams.scale.defined(), "quantizing to ", t.name, " needs a scale");
+    TORCH_CHECK(qparams.scale.sizes() == at::IntArrayRef(expected), "the ", t.name,
+                " scale has shape ", qparams.scale.sizes(), " but ",
+                qparams.granularity.describe(), " of a tensor of shape ", x.sizes(),
+                " needs ", at::IntArrayRef(expected));
+    out.scale = qparams.scale.detach().to(x.device(), at::kFloat).unsqueeze(-1);
+    if (qparams.zeroPoint.defined()) {
+        TORCH_CHECK(qparams.zeroPoint.sizes() == qparams.scale.sizes(), "the zero point has shape ",
+                    qparams.zeroPoint.sizes(), " but the scale has shape ",
+                    qparams.scale.sizes());
+        out.zeroPoint = qparams.zeroPoint.detach().to(x.device(), at::kFloat).unsqueeze(-1);
+    } else {
+        out.zeroPoint = at::zeros_like(out.scale);
+    }
+    return out;
+}
+
+at::ScalarType codeType(const QuantTypeTraits& t)
+{
+    switch (t.type) {
+    case QuantType::Int8:
+    case QuantType::Int4:
+    case QuantType::Int2:
+        return at::kChar;
+    case QuantType::FP8E4M3:
+        return at::kFloat8_e4m3fn;
+    case QuantType::FP8E5M2:
+        return at::kFloat8_e5m2;
+    case QuantType::FP16:
+        return at::kHalf;
+    case QuantType::BF16:
+        return at::kBFloat16;
+    default:
+        return at::kByte;
+    }
+}
+
+at::Tensor floatTable(std::span<const float> values, const at::Device& device)
+{
+    return at::tensor(at::ArrayRef<float>(values.data(), values.size()), at::kFloat).to(device);
+}
+
+/// Integer codes as float (exact), per block. PyTorch's fake_quantize rule: multiply by the
+/// float32 reciprocal, round half to even, then add the zero point and clamp. Example, scale
+/// 0.5 (reciprocal 2), zero point 1: x = 0.25 -> 0.5 -> 0 -> code 1; x = 0.75 -> 1.5 -> 2 -> 3.
+/// With scale 0.1f the reciprocal matters: 1.55f / 0.1f = 15.499999 would round to 15, but
+/// 1.55f * (1 / 0.1f) = 15.5 exactly, which rounds half to even to 16, as PyTorch gives.
+at::Tensor integerCodes(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
+{
+    const at::Tensor rounded = at::round(xb * at::reciprocal(p.scale));
+    const at::Tensor q = at::clamp(rounded + p.zeroPoint, static_cast<double>(t.qmin),
+                                   static_cast<double>(t.qmax));
+    // NaN has no integer code: it becomes the code of 0, the zero point.
+    return at::where(at::isnan(xb), p.zeroPoint.expand_as(q), q);
+}
+
+/// NF4 codes per block: bitsandbytes' rule (multiply by the reciprocal of the absmax, then its
+/// decision thresholds). bucketize counts the thresholds strictly below v, which is exactly
+/// "v > threshold takes the upper code".
+at::Tensor nf4Codes(const at::Tensor& xb, const BlockParams& p)
+{
+    const at::Tensor v = (xb * at::reciprocal(p.scale)).contiguous();
+    const at::Tensor thresholds = floatTable(kNf4Thresholds, v.device());
+    const at::Tensor codes = at::bucketize(v, thresholds, /*out_int32=*/true).to(at::kByte);
+    return at::where(at::isnan(v), at::full_like(codes, kNf4ZeroCode), codes);
+}
+
+/// FP4 E2M1 codes per block: round to nearest, ties to the even mantissa bit (OCP MX), saturate
+/// at 6, keep the sign (so -0.1 gives -0, 0b1000). The magnitude index counts the midpoints
+/// below |v|; a midpoint whose lower neighbour has an odd mantissa rounds up (>=), otherwise
+/// down (>). Examples: 1.25 (between 1 = 0b010 and 1.5 = 0b011) -> 1; 1.75 -> 2; 5 -> 4;
+/// 0.25 -> 0; 0.75 -> 1.
+at::Tensor fp4Codes(const at::Tensor& xb, const BlockParams& p)
+{
+    const at::Tensor v = xb * at::reciprocal(p.scale);
+    const at::Tensor m = v.abs();
+    at::Tensor index = at::zeros(m.sizes(), m.options().dtype(at::kByte));
+    for (double mid : {0.25, 1.25, 2.5, 5.0})
+        index += at::gt(m, mid).to(at::kByte);
+    for (double mid : {0.75, 1.75, 3.5})
+        index += at::ge(m, mid).to(at::kByte);
+    const at::Tensor codes = at::bitwise_or(index, at::signbit(v).to(at::kByte) * 8);
+    return at::where(at::isnan(v), at::zeros_like(codes), codes);
+}
+
+/// x / scale saturated to the format's range, still float32: the FP8 cast input.
+at::Tensor fp8Saturated(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
+{
+    const double maxValue = t.maxValue;
+    return at::clamp(xb / p.scale, -maxValue, maxValue);
+}
+
+/// Float values of codes, before the scale: integer codes as float, code-table lookups,
+/// float casts back to float32.
+at::Tensor codeValues(const at::Tensor& codes, const QuantTypeTraits& t)
+{
+    if (t.family == TypeFamily::CodeTable) {
+        const at::Tensor table = floatTable(t.codes, codes.device());
+        return table.index_select(0, codes.reshape({-1}).to(at::kLong)).reshape(codes.sizes());
+    }
+    return codes.to(at::kFloat);
+}
+
+/// True where x lies inside the clip range (the straight-through estimator passes gradients
+/// there). Non-integer types: |x / scale| <= maxValue. NaN is outside.
+at::Tensor insideClipRange(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
+{
+    return at::le((xb / p.scale).abs(), static_cast<double>(t.maxValue));
+}
+
+/// fakeQuantize for integer types: PyTorch's fused fake_quantize_per_channel_affine on the
+/// [blocks, elements] view (it carries the straight-through estimator). NaN and +-Inf are
+/// undefined behaviour in that kernel (a float cast to int64), so they are replaced first by
+/// values that quantize the same: +-Inf by a bound one step beyond the range, NaN by 0 (and
+/// put back as NaN afterwards).
+at::Tensor fakeQuantizeInteger(const at::Tensor& x, const QParams& qparams,
+                               const QuantTypeTraits& t)
+{
+    const BlockParams p = blockParams(x, qparams);
+    const at::Tensor xb = toBlocks(x, qparams.granularity);
+    const at::Tensor nan = at::isnan(xb);
+    const at::Tensor lo = (static_cast<double>(t.qmin - 1) - p.zeroPoint) * p.scale;
+    const at::Tensor hi = (static_cast<double>(t.qmax + 1) - p.zeroPoint) * p.scale;
+    const at::Tensor finite = at::clamp(at::where(nan, at::zeros_like(xb), xb), lo, hi);
+
+    const std::int64_t blocks = p.scale.numel();
+    const at::Tensor rows = finite.reshape({blocks, xb.numel() / blocks});
+    const at::Tensor fq = at::fake_quantize_per_channel_affine(
+        rows, p.scale.reshape({blocks}).contiguous(),
+        p.zeroPoint.reshape({blocks}).to(at::kInt).contiguous(), 0, t.qmin, t.qmax);
+    const at::Tensor out =
+        at::where(nan, at::full({}, std::numeric_limits<float>::quiet_NaN(), xb.options()),
+                  fq.reshape(xb.sizes()));
+    return fromBlocks(out, x.sizes(), qparams.granularity);
+}
+
+} // namespace
+
+const QuantTypeTraits& traits(QuantType type)
+{
+    const auto index = static_cast<std::size_t>(type);
+    TORCH_CHECK(index < std::size(kTraits), "unknown QuantType ", index);
+    return kTraits[index];
+}
+
+std::span<const QuantTypeTraits> allQuantTypes() { return kTraits; }
+
+std::optional<QuantType> quantTypeFromName(std::string_view name)
+{
+    for (const auto& t : kTraits) {
+        if (t.name == name)
+            return t.type;
+    }
+    return std::nullopt;
+}
+
+std::string Granularity::describe() const
+{
+    switch (kind) {
+    case Kind::PerTensor:
+        return "per-tensor";
+    case Kind::PerChannel:
+        return "per-channel(" + std::to_string(axis) + ")";
+    case Kind::PerGroup:
+        return "per-group(" + std::to_string(groupSize) + ")";
+    case Kind::PerToken:
+        return "per-token";
+    }
+    return "unknown";
+}
+
+QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
+                      bool symmetric, const Granularity& granularity)
+{
+    TORCH_CHECK(minVal.sizes() == maxVal.sizes(), "min has shape ", minVal.sizes(),
+                " but max has shape ", maxVal.sizes());
+    const QuantTypeTraits& t = traits(type);
+    const at::Device device = minVal.device();
+    // On the CPU in float32, operation by operation as PyTorch's observers compute it (CUDA
+    // would divide by a scalar as a multiplication by its reciprocal). NaN bounds count as 0.
+    const auto bound = [](const at::Tensor& v) {
+        return at::nan_to_num(v.detach().to(at::kCPU, at::kFloat), 0.0, kFloatMax, -kFloatMax);
+    };
+    const at::Tensor lo = bound(minVal);
+    const at::Tensor hi = bound(maxVal);
+
+    QParams qparams;
+    qparams.type = type;
+    qparams.granularity = granularity;
+    qparams.symmetric = t.family != TypeFamily::Integer || symmetric;
+    at::Tensor scale;
+    at::Tensor zeroPoint = at::zeros(lo.sizes(), at::kLong);
+
+    if (t.family == TypeFamily::Integer) {
+        // The range always includes 0, so that 0 is exactly representable.
+        const at::Tensor loNeg = at::minimum(lo, at::zeros_like(lo));
+        const at::Tensor hiPos = at::maximum(hi, at::zeros_like(hi));
+        const double steps = static_cast<double>(t.qmax - t.qmin);
+        if (symmetric) {
+            // int8: scale = max(|lo|, |hi|) / 127.5; a range of 0 still gets eps.
+            scale = at::maximum(-loNeg, hiPos) / (steps / 2.0);
+            scale = at::clamp(scale, kFloatEps, kFloatMax);
+            if (!t.isSigned) {
+                // PyTorch: 128 for quint8's own range, the rounded-down midpoint (7 for
+                // [0, 15]) for a customised one.
+                const std::int64_t zp =
+                    type == QuantType::UInt8 ? 128 : (t.qmin + t.qmax) / 2;
+                zeroPoint.fill_(zp);
+            }
+        } else {
+            // uint8, [-0.15625, 15.78125]: scale = 15.9375 / 255 = 0.0625, lo / scale = -2.5
+            // rounds half to even to -2, so the zero point is 0 - (-2) = 2.
+            scale = at::clamp((hiPos - loNeg) / steps, kFloatEps, kFloatMax);
+            zeroPoint = (static_cast<double>(t.qmin) - at::round(loNeg / scale))
+                            .clamp(static_cast<double>(t.qmin), static_cast<double>(t.qmax))
+                            .to(at::kLong);
+        }
+    } else if (t.needsScale) {
+        // NF4: scale = absmax (bitsandbytes); FP4: absmax / 6; FP8: absmax / 448 or / 57344.
+        const at::Tensor absmax = at::maximum(lo.abs(), hi.abs());
+        scale = at::clamp(absmax / static_cast<double>(t.maxValue), kFloatMinNormal, kFloatMax);
+    } else {
+        scale = at::ones(lo.sizes(), at::kFloat);
+    }
+    qparams.scale = scale.to(device);
+    qparams.zeroPoint = zeroPoint.to(device);
+    return qparams;
+}
+
+std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granularity& granularity)
+{
+    const at::Tensor xf = x.detach().to(at::kFloat);
+    const auto shape = scaleShape(xf.sizes(), granularity);
+    if (xf.numel() == 0) {
+        const at::Tensor zeros = at::zeros(shape, xf.options());
+        return {zeros, zeros.clone()};
+    }
+    const bool padded = granularity.kind == Granularity::Kind::PerGroup &&
+                        xf.size(normalizeAxis(granularity.axis, xf.dim(), "per-group")) %
+                                granularity.groupSize !=
+                            0;
+    if (padded) {
+        // A short last group is padded with +Inf for the minimum and -Inf for the maximum.
+        const double inf = std::numeric_limits<double>::infinity();
+        return {at::amin(toBlocks(xf, granularity, inf), -1),
+                at::amax(toBlocks(xf, granularity, -inf), -1)};
+    }
+    auto [mn, mx] = at::aminmax(toBlocks(xf, granularity), -1);
+    return {mn.reshape(shape), mx.reshape(shape)};
+}
+
+at::Tensor quantize(const at::Tensor& input, const QParams& qparams)
+{
+    const QuantTypeTraits& t = traits(qparams.type);
+    const at::Tensor x = input.detach().to(at::kFloat);
+    if (!t.needsScale)
+        return x.to(codeType(t));  // FP16 / BF16: round to nearest even, overflow to Inf
+    const BlockParams p = blockParams(x, qparams);
+    const at::Tensor xb = toBlocks(x, qparams.granularity);
+    at::Tensor codes;
+    switch (t.family) {
+    case TypeFamily::Integer:
+        codes = integerCodes(xb, p, t);
+        break;
+    case TypeFamily::CodeTable:
+        codes = t.type == QuantType::NF4 ? nf4Codes(xb, p) : fp4Codes(xb, p);
+        break;
+    case TypeFamily::Float:
+        codes = fp8Saturated(xb, p, t);
+        break;
+    }
+    return fromBlocks(codes, x.sizes(), qparams.granularity).to(codeType(t));
+}
+
+at::Tensor dequantize(const at::Tensor& codes, const QParams& qparams)
+{
+    const QuantTypeTraits& t = traits(qparams.type);
+    const at::Tensor values = codeValues(codes.detach(), t);
+    if (!t.needsScale)
+        return values;
+    const BlockParams p = blockParams(values, qparams);
+    const at::Tensor vb = toBlocks(values, qparams.granularity);
+    // Integer: (q - zp) * scale, exactly as fake_quantize computes it (one rounding).
+    const at::Tensor out =
+        t.family == TypeFamily::Integer ? (vb - p.zeroPoint) * p.scale : vb * p.scale;
+    return fromBlocks(out, values.sizes(), qparams.granularity);
+}
+
+at::Tensor fakeQuantize(const at::Tensor& input, const QParams& qparams)
+{
+    const QuantTypeTraits& t = traits(qparams.type);
+    const at::Tensor x = input.to(at::kFloat);
+    if (x.numel() == 0)
+        return x.clone();
+    if (t.family == TypeFamily::Integer)
+        return fakeQuantizeInteger(x, qparams, t);
+
+    at::Tensor y = dequantize(quantize(x, qparams), qparams);
+    // Code tables have no NaN code; a fake-quantized NaN stays NaN all the same.
+    if (t.family == TypeFamily::CodeTable)
+        y = at::where(at::isnan(x), x.detach(), y);
+    if (!x.requires_grad() || !at::GradMode::is_enabled())
+        return y;
+    // Straight-through estimator: the value of y, the gradient of x inside the clip range.
+    // y - (+0) keeps y bit for bit, -0 included (y + 0 would turn -0 into +0).
+    const BlockParams p = blockParams(x, qparams);
+    const at::Tensor inside =
+        fromBlocks(insideClipRange(toBlocks(x.detach(), qparams.granularity), p, t), x.sizes(),
+                   qparams.granularity);
+    const at::Tensor passed = at::where(inside, x, at::zeros_like(x));
+    return y.detach() - (passed.detach() - passed);
+}
+
+at::Tensor packInt4(const at::Tensor& codes)
+{
+    TORCH_CHECK(codes.scalar_type() == at::kByte || codes.scalar_type() == at::kChar,
+                "packInt4 needs uint8 or int8 codes, not ", codes.scalar_type());
+    TORCH_CHECK(codes.dim() > 0 && codes.size(-1) % 2 == 0,
+                "packInt4 needs an even last dimension, not shape ", codes.sizes());
+    // Example: codes {1, 2, 15, 0} -> bytes {0x21, 0x0F}; int8 code -1 is the nibble 0xF.
+    const at::Tensor nibbles = at::bitwise_and(codes.to(at::kByte), 0x0F);
+    const at::Tensor low = nibbles.slice(-1, 0, c10::nullopt, 2);
+    const at::Tensor high = nibbles.slice(-1, 1, c10::nullopt, 2);
+    return at::bitwise_or(low, at::bitwise_left_shift(high, 4)).contiguous();
+}
+
+at::Tensor unpackInt4(const at::Tensor& packed)
+{
+    TORCH_CHECK(packed.scalar_type() == at::kByte, "unpackInt4 needs uint8 bytes, not ",
+                packed.scalar_type());
+    TORCH_CHECK(packed.dim() > 0, "unpackInt4 needs at least one dimension");
+    const at::Tensor low = at::bitwise_and(packed, 0x0F);
+    const at::Tensor high = at::bitwise_right_shift(packed, 4);
+    auto sizes = packed.sizes().vec();
+    sizes.back() *= 2;
+    return at::stack({low, high}, -1).reshape(sizes);
+}
+
+std::int64_t quantizedBytes(std::int64_t elements, const QParams& qparams)
+{
+    const QuantTypeTraits& t = traits(qparams.type);
+    std::int64_t bytes = (elements * t.bits + 7) / 8;
+    const std::int64_t scales = qparams.scale.defined() ? qparams.scale.numel() : 1;
+    if (t.needsScale)
+        bytes += scales * static_cast<std::int64_t>(sizeof(float));
+    if (t.family == TypeFamily::Integer && !qparams.symmetric)
+        bytes += scales;  // one byte per zero point: every integer type here has <= 8 bits
+    return bytes;
+}
+
+} // namespace bitlens::quant

@@ -1,0 +1,154 @@
+#pragma once
+// The quantization vocabulary: one traits table for every QuantType (tests loop over it), the
+// granularity of scales as a block size, quantization parameters, and the reference
+// quantize / dequantize / fake-quantize primitives every recipe and kernel is checked against.
+
+#include "jobs/result.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace bitlens::quant {
+
+/// Number formats a tensor can be quantized to.
+enum class QuantType {
+    Int8,     ///< affine integer [-128, 127]
+    UInt8,    ///< affine integer [0, 255]
+    Int4,     ///< affine integer [-8, 7]
+    UInt4,    ///< affine integer [0, 15]
+    Int2,     ///< affine integer [-2, 1]
+    NF4,      ///< 4-bit NormalFloat code table (bitsandbytes), absmax-scaled per block
+    FP4E2M1,  ///< 4-bit float E2M1 {0, 0.5, 1, 1.5, 2, 3, 4, 6} x sign, absmax-scaled per block
+    FP8E4M3,  ///< float8 E4M3FN (max 448, no inf), scaled; casts as torch's float8_e4m3fn
+    FP8E5M2,  ///< float8 E5M2 (max 57344), scaled; casts as torch's float8_e5m2
+    FP16,     ///< IEEE half, cast (no scale)
+    BF16,     ///< bfloat16, cast (no scale)
+};
+
+/// How a format maps reals to codes.
+enum class TypeFamily {
+    Integer,    ///< q = clamp(round_half_even(x * (1 / scale)) + zeroPoint, qmin, qmax)
+    CodeTable,  ///< q = the code whose value is nearest to x * (1 / scale) (NF4, FP4)
+    Float,      ///< q = float cast of x / scale (FP8, saturating), or of x itself (FP16, BF16)
+};
+
+/// One row of the traits table.
+struct QuantTypeTraits {
+    QuantType type;
+    std::string_view name;      ///< "int8", "nf4", "fp8_e4m3", ... (DESIGN.md spelling)
+    int bits;                   ///< storage bits per element
+    bool isSigned;
+    TypeFamily family;
+    std::int64_t qmin;          ///< Integer: smallest code; others: 0
+    std::int64_t qmax;          ///< Integer: largest code; CodeTable: codes - 1; Float: 0
+    /// CodeTable: the value of each code, indexed by code (16 entries). NF4: bitsandbytes'
+    /// table, ascending in [-1, 1] (code 7 is 0). FP4: indexed by the E2M1 bit pattern (bit 3
+    /// sign, bits 2-1 exponent, bit 0 mantissa): {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, ..., -6}.
+    std::span<const float> codes;
+    float maxValue;             ///< largest finite magnitude the unscaled format represents
+    bool needsScale;            ///< false for FP16/BF16 (plain casts)
+};
+
+/// The traits of one type.
+const QuantTypeTraits& traits(QuantType type);
+/// Every type, in enum order.
+std::span<const QuantTypeTraits> allQuantTypes();
+/// The type called `name` (as in traits().name), or nullopt.
+std::optional<QuantType> quantTypeFromName(std::string_view name);
+
+/// Which elements share a scale. Per-group blocks run along `axis` (the input dimension of a
+/// weight [out, in] is axis 1), the last one shorter when the axis is not a multiple of the
+/// group size; per-token is per-row of the flattened [tokens, features] tensor.
+struct Granularity {
+    enum class Kind { PerTensor, PerChannel, PerGroup, PerToken };
+    Kind kind = Kind::PerTensor;
+    std::int64_t axis = 0;       ///< PerChannel: the channel axis; PerGroup: the grouped axis
+    std::int64_t groupSize = 0;  ///< PerGroup: elements per block (32..256 in presets)
+
+    static Granularity perTensor() { return {}; }
+    static Granularity perChannel(std::int64_t axis) { return {Kind::PerChannel, axis, 0}; }
+    static Granularity perGroup(std::int64_t axis, std::int64_t size)
+    {
+        return {Kind::PerGroup, axis, size};
+    }
+    static Granularity perToken() { return {Kind::PerToken, -1, 0}; }
+    /// "per-tensor", "per-channel(0)", "per-group(64)", "per-token".
+    std::string describe() const;
+};
+
+/// Scale and zero point of a quantized tensor. Shapes: scalar for per-tensor, [C] for
+/// per-channel, [rows, blocks] for per-group (rows = all dims but the grouped axis, flattened),
+/// [tokens] for per-token. zeroPoint is int64: all zeros for non-integer types and symmetric
+/// signed ones; symmetric uint8 has 128 and uint4 7 (as PyTorch's observers).
+struct QParams {
+    QuantType type = QuantType::Int8;
+    Granularity granularity;
+    bool symmetric = true;
+    at::Tensor scale;      ///< float32, > 0 everywhere (a zero range still gets a valid scale)
+    at::Tensor zeroPoint;  ///< int64; the real 0 is exactly representable
+};
+
+/// Chooses scale / zero point from a clip range per block (minVal/maxVal shaped like the
+/// scale). Integer types: symmetric uses max(|lo|, |hi|) / ((qmax - qmin) / 2), asymmetric
+/// (hi - lo) / (qmax - qmin) with zeroPoint = clamp(qmin - round(lo / scale)), as PyTorch's
+/// MinMaxObserver / PerChannelMinMaxObserver do, in float32, bit for bit: the range is first
+/// widened to include 0, the scale is at least float32 eps (a zero range gives 1.19e-7), and the
+/// symmetric zero point is 0 for signed types, 128 for uint8 and 7 for uint4 (PyTorch's
+/// rounded-down midpoint of a customised range). CodeTable / FP8: scale = absmax / maxValue,
+/// at least the smallest normal float32 (NF4: the absmax itself, as bitsandbytes stores it);
+/// these are always symmetric. FP16 / BF16: scale 1. NaN bounds count as 0, +-Inf as +-FLT_MAX.
+QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
+                      bool symmetric, const Granularity& granularity);
+
+/// Min and max of `x` per block of `granularity`, shaped as the scale will be.
+std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granularity& granularity);
+
+/// Quantizes to codes: int8/uint8 tensors for integer and code-table types (one code per
+/// element, unpacked), float8 tensors for FP8, half/bfloat16 for FP16/BF16. `x` is read as
+/// float32. Every rule rounds to nearest:
+///  - Integer: as torch.fake_quantize_*: multiply by the float32 reciprocal of the scale, round
+///    half to even, then add the zero point and clamp (scale 0.5, zero point 1: 0.25 -> 0.5 ->
+///    0 -> code 1; 0.75 -> 1.5 -> 2 -> code 3). The deprecated torch.quantize_per_tensor
+///    rounds x * (1 / scale) + zp computed in one FMA, quantize_per_channel rounds
+///    float32(x * (1 / scale)) + zp: adding the zero point before rounding, they can differ
+///    from this (and from fake_quantize) by one code on or right next to a tie when zp != 0.
+///  - NF4: x * (1 / scale) against bitsandbytes' thresholds; a tie takes the lower code.
+///  - FP4: x * (1 / scale), ties to the even mantissa (1.25 -> 1, 1.75 -> 2), saturating at 6.
+///  - FP8: x / scale clamped to +-maxValue (saturating, as torchao and Transformer Engine do;
+///    torch's own cast saturates for E4M3FN but gives Inf for E5M2 at 61440 and above), then
+///    cast as torch casts (round to nearest even, subnormals kept).
+///  - FP16 / BF16: torch's casts (round to nearest even; beyond the range gives Inf).
+/// NaN: float formats keep it; integer and code-table formats have none and give the code of
+/// 0. +-Inf give the largest / smallest code (FP8: +-maxValue; FP16 / BF16: +-Inf).
+at::Tensor quantize(const at::Tensor& x, const QParams& qparams);
+/// Codes back to float32 with the shape of `codes`: (q - zeroPoint) * scale (integer, one
+/// rounding, as fake_quantize), codes[q] * scale (code tables), float(q) * scale (FP8).
+at::Tensor dequantize(const at::Tensor& codes, const QParams& qparams);
+/// dequantize(quantize(x)) in one step, float32 out, except that NaN stays NaN for every type.
+/// Gradients pass straight through inside the clip range and are zero outside it (the
+/// straight-through estimator), for QAT: integer types use torch's fused
+/// fake_quantize_per_channel_affine (inside: qmin <= round(x / scale) + zeroPoint <= qmax),
+/// the others |x / scale| <= maxValue.
+at::Tensor fakeQuantize(const at::Tensor& x, const QParams& qparams);
+
+/// Packs 4-bit codes (uint8 tensor, values 0..15, last dim even) two per byte, element 2k in
+/// the low nibble and 2k+1 in the high nibble: the order of ONNX INT4/UINT4 and of OCP MX FP4
+/// (torch.float4_e2m1fn_x2). bitsandbytes stores element 2k in the high nibble instead, and
+/// torch._convert_weight_to_int4pack_for_cpu takes unpacked int32 codes. int8 codes (int4)
+/// are accepted and stored as two's-complement nibbles (-1 -> 0xF).
+at::Tensor packInt4(const at::Tensor& codes);
+/// Inverse of packInt4: uint8 codes 0..15 (sign-extend int4 codes with (c ^ 8) - 8).
+at::Tensor unpackInt4(const at::Tensor& packed);
+
+/// Storage bytes of a tensor of `elements` values quantized with `qparams`: the codes packed at
+/// their bit width, ceil(elements * bits / 8); 4 bytes per scale (none for FP16 / BF16); 1 byte
+/// per zero point for asymmetric integer types (symmetric ones are implied by the type).
+/// Example: int4 per-group(64) asymmetric, [8, 256]: 1024 + 32 * 4 + 32 = 1184 bytes.
+std::int64_t quantizedBytes(std::int64_t elements, const QParams& qparams);
+
+} // namespace bitlens::quant

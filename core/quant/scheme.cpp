@@ -1,0 +1,377 @@
+#include "quant/scheme.h"
+
+#include "io/file_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+namespace bitlens::quant {
+
+namespace {
+
+using nlohmann::json;
+
+LayerConfig weightOnly(QuantType type, std::int64_t group)
+{
+    LayerConfig c;
+    c.weightType = type;
+    c.weightGranularity = Granularity::perGroup(1, group);
+    c.weightSymmetric = type != QuantType::Int4;  // int4 weight-only is asymmetric (as torchao)
+    c.actMode = ActMode::Float;
+    return c;
+}
+
+/// The defaults of each preset, before options.
+Result<Scheme> presetDefaults(const std::string& preset)
+{
+    Scheme s;
+    s.preset = preset;
+    LayerConfig& c = s.config;
+    if (preset == "dynamic-int8") {
+        c.actMode = ActMode::Dynamic;
+        c.actType = QuantType::UInt8;
+    } else if (preset == "static-int8" || preset == "static-w4a8") {
+        c.actMode = ActMode::Static;
+        c.actType = QuantType::UInt8;
+        if (preset == "static-w4a8")
+            c.weightType = QuantType::Int4;
+        s.foldBatchNorm = true;
+    } else if (preset == "w4-int4") {
+        c = weightOnly(QuantType::Int4, 64);
+    } else if (preset == "w4-nf4") {
+        c = weightOnly(QuantType::NF4, 64);
+        c.doubleQuant = true;
+    } else if (preset == "w4-fp4") {
+        c = weightOnly(QuantType::FP4E2M1, 64);
+    } else if (preset == "fp8-e4m3" || preset == "fp8-e5m2") {
+        const QuantType t = preset == "fp8-e4m3" ? QuantType::FP8E4M3 : QuantType::FP8E5M2;
+        c.weightType = t;
+        c.weightGranularity = Granularity::perTensor();
+        c.actMode = ActMode::Dynamic;
+        c.actType = t;
+        c.actSymmetric = true;
+    } else if (preset == "llm-int8") {
+        c.actMode = ActMode::Dynamic;
+        c.actType = QuantType::Int8;
+        c.actSymmetric = true;
+        c.actGranularity = Granularity::perToken();
+        c.outlierThreshold = 6.0;
+    } else if (preset == "smoothquant-int8") {
+        c.actMode = ActMode::Static;
+        c.actType = QuantType::Int8;
+        c.actSymmetric = true;
+        c.smoothAlpha = 0.5;
+        s.foldBatchNorm = true;
+    } else if (preset == "fp16" || preset == "bf16") {
+        const QuantType t = preset == "fp16" ? QuantType::FP16 : QuantType::BF16;
+        c.weightType = t;
+        c.weightGranularity = Granularity::perTensor();
+        c.actMode = ActMode::Cast;
+        c.actType = t;
+    } else {
+        std::string names;
+        for (const auto& p : presetNames())
+            names += (names.empty() ? "" : ", ") + p;
+        return Error::usage("unknown scheme '" + preset + "' (presets: " + names + ")");
+    }
+    return s;
+}
+
+Result<bool> parseBool(const std::string& key, const std::string& value)
+{
+    if (value == "true" || value == "1" || value == "yes")
+        return true;
+    if (value == "false" || value == "0" || value == "no")
+        return false;
+    return Error::usage("option " + key + " takes true or false, not '" + value + "'");
+}
+
+Result<double> parseNumber(const std::string& key, const std::string& value)
+{
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used == value.size())
+            return v;
+    } catch (const std::exception&) {
+    }
+    return Error::usage("option " + key + " takes a number, not '" + value + "'");
+}
+
+Result<void> applyOption(Scheme& s, const std::string& key, const std::string& value)
+{
+    LayerConfig& c = s.config;
+    if (key == "observer") {
+        c.observer = value;
+    } else if (key == "per") {
+        if (value == "tensor")
+            c.weightGranularity = Granularity::perTensor();
+        else if (value == "channel")
+            c.weightGranularity = Granularity::perChannel(0);
+        else
+            return Error::usage("option per takes tensor or channel, not '" + value + "'");
+    } else if (key == "act-per") {
+        if (value == "tensor")
+            c.actGranularity = Granularity::perTensor();
+        else if (value == "token")
+            c.actGranularity = Granularity::perToken();
+        else
+            return Error::usage("option act-per takes tensor or token, not '" + value + "'");
+    } else if (key == "group") {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (*n < 2 || *n > 4096 || *n != static_cast<double>(static_cast<std::int64_t>(*n)))
+            return Error::usage("option group takes a whole number from 2 to 4096, not '" +
+                                value + "'");
+        c.weightGranularity = Granularity::perGroup(1, static_cast<std::int64_t>(*n));
+    } else if (key == "sym" || key == "act-sym" || key == "double-quant" || key == "fold-bn") {
+        auto b = parseBool(key, value);
+        if (!b)
+            return b.error();
+        if (key == "sym")
+            c.weightSymmetric = *b;
+        else if (key == "act-sym")
+            c.actSymmetric = *b;
+        else if (key == "double-quant")
+            c.doubleQuant = *b;
+        else
+            s.foldBatchNorm = *b;
+    } else if (key == "weight" || key == "act") {
+        const auto t = quantTypeFromName(value);
+        if (!t)
+            return Error::usage("option " + key + " takes a type name (int8, uint8, int4, "
+                                "uint4, int2, nf4, fp4_e2m1, fp8_e4m3, fp8_e5m2, fp16, bf16), "
+                                "not '" + value + "'");
+        if (key == "weight")
+            c.weightType = *t;
+        else
+            c.actType = *t;
+    } else if (key == "threshold" || key == "alpha" || key == "calib") {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (key == "threshold")
+            c.outlierThreshold = *n;
+        else if (key == "alpha") {
+            if (*n < 0.0 || *n > 1.0)
+                return Error::usage("option alpha takes a number from 0 to 1, not '" + value + "'");
+            c.smoothAlpha = *n;
+        } else {
+            if (*n < 1)
+                return Error::usage("option calib takes a positive sample count");
+            s.calibSamples = static_cast<std::int64_t>(*n);
+        }
+    } else {
+        return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
+                            "group, sym, act-sym, weight, act, double-quant, fold-bn, "
+                            "threshold, alpha, calib)");
+    }
+    return {};
+}
+
+/// Parses "PRESET[:key=value,key=value]"; a value may itself contain ':' (percentile:99.99).
+Result<Scheme> parseInline(const std::string& spec)
+{
+    const auto colon = spec.find(':');
+    auto scheme = presetDefaults(spec.substr(0, colon));
+    if (!scheme)
+        return scheme.error();
+    scheme->spec = spec;
+    if (colon == std::string::npos)
+        return scheme;
+    std::stringstream options(spec.substr(colon + 1));
+    std::string item;
+    while (std::getline(options, item, ',')) {
+        if (item.empty())
+            continue;
+        const auto eq = item.find('=');
+        if (eq == std::string::npos)
+            return Error::usage("scheme option '" + item + "' needs the form key=value");
+        if (auto r = applyOption(*scheme, item.substr(0, eq), item.substr(eq + 1)); !r)
+            return r.error();
+    }
+    return scheme;
+}
+
+Result<Scheme> parseJsonFile(const std::string& path)
+{
+    auto bytes = io::readFileBytes(path);
+    if (!bytes)
+        return bytes.error();
+    const json j = json::parse(bytes->begin(), bytes->end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return Error::badInput(path, "is not a JSON object");
+    if (!j.contains("preset") || !j["preset"].is_string())
+        return Error::badInput(path, "needs a \"preset\" string (e.g. \"static-int8\")");
+    std::string inlineSpec = j["preset"].get<std::string>();
+    if (j.contains("options")) {
+        if (!j["options"].is_object())
+            return Error::badInput(path, "\"options\" must be an object");
+        std::string opts;
+        for (const auto& [key, value] : j["options"].items())
+            opts += (opts.empty() ? "" : ",") + key + "=" +
+                    (value.is_string() ? value.get<std::string>() : value.dump());
+        if (!opts.empty())
+            inlineSpec += ":" + opts;
+    }
+    auto scheme = parseInline(inlineSpec);
+    if (!scheme) {
+        Error e = scheme.error();
+        e.path = path;
+        return e;
+    }
+    scheme->spec = path;
+    if (j.contains("overrides")) {
+        if (!j["overrides"].is_object())
+            return Error::badInput(path, "\"overrides\" must be an object of layer: scheme");
+        for (const auto& [layer, value] : j["overrides"].items()) {
+            if (!value.is_string())
+                return Error::badInput(path, "override of '" + layer + "' must be a string");
+            const std::string v = value.get<std::string>();
+            if (v == "float") {
+                scheme->overrides[layer] = std::nullopt;
+                continue;
+            }
+            auto sub = parseInline(v);
+            if (!sub) {
+                Error e = sub.error();
+                e.path = path;
+                e.message = "override of '" + layer + "': " + e.message;
+                return e;
+            }
+            scheme->overrides[layer] = sub->config;
+        }
+    }
+    return scheme;
+}
+
+std::string actModeName(ActMode mode)
+{
+    switch (mode) {
+    case ActMode::Float: return "float";
+    case ActMode::Static: return "static";
+    case ActMode::Dynamic: return "dynamic";
+    case ActMode::Cast: return "cast";
+    }
+    return "?";
+}
+
+json configToJson(const LayerConfig& c)
+{
+    json j = {{"weight_type", std::string(traits(c.weightType).name)},
+              {"weight_granularity", c.weightGranularity.describe()},
+              {"weight_symmetric", c.weightSymmetric},
+              {"act_mode", actModeName(c.actMode)}};
+    if (c.actMode != ActMode::Float) {
+        j["act_type"] = std::string(traits(c.actType).name);
+        j["act_granularity"] = c.actGranularity.describe();
+        j["act_symmetric"] = c.actSymmetric;
+    }
+    if (c.actMode == ActMode::Static)
+        j["observer"] = c.observer;
+    if (c.doubleQuant)
+        j["double_quant"] = true;
+    if (c.outlierThreshold > 0)
+        j["outlier_threshold"] = c.outlierThreshold;
+    if (c.smoothAlpha > 0)
+        j["smooth_alpha"] = c.smoothAlpha;
+    return j;
+}
+
+} // namespace
+
+std::string LayerConfig::describe() const
+{
+    if (keepFloat)
+        return "float";
+    std::string text = std::string(traits(weightType).name);
+    if (traits(weightType).needsScale)
+        text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym");
+    if (actMode == ActMode::Float)
+        return text + " / float acts";
+    text += " / " + std::string(traits(actType).name) + " " + actModeName(actMode);
+    if (actMode == ActMode::Static)
+        text += " " + observer;
+    if (actGranularity.kind == Granularity::Kind::PerToken)
+        text += " per-token";
+    return text;
+}
+
+const std::vector<std::string>& presetNames()
+{
+    static const std::vector<std::string> names{
+        "dynamic-int8", "static-int8", "static-w4a8", "w4-int4",          "w4-nf4",
+        "w4-fp4",       "fp8-e4m3",    "fp8-e5m2",    "llm-int8",         "smoothquant-int8",
+        "fp16",         "bf16"};
+    return names;
+}
+
+Result<Scheme> parseScheme(const std::string& spec)
+{
+    if (spec.empty())
+        return Error::usage("empty scheme (presets: static-int8, w4-int4, ...)");
+    std::error_code ec;
+    if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") {
+        if (!std::filesystem::exists(spec, ec))
+            return Error::badInput(spec, "cannot open file: no such file");
+        return parseJsonFile(spec);
+    }
+    return parseInline(spec);
+}
+
+nlohmann::json schemeToJson(const Scheme& scheme)
+{
+    json j = {{"preset", scheme.preset},
+              {"spec", scheme.spec},
+              {"config", configToJson(scheme.config)},
+              {"fold_batchnorm", scheme.foldBatchNorm}};
+    if (scheme.config.actMode == ActMode::Static)
+        j["calib_samples"] = scheme.calibSamples;
+    json overrides = json::object();
+    for (const auto& [layer, config] : scheme.overrides)
+        overrides[layer] = config ? configToJson(*config) : json("float");
+    j["overrides"] = overrides;
+    return j;
+}
+
+bool isQuantizable(const ir::Graph& graph, const ir::Node& node)
+{
+    switch (node.op) {
+    case ir::OpKind::Conv:
+    case ir::OpKind::Gemm:
+    case ir::OpKind::MatMul:
+        return node.inputs.size() >= 2 && graph.initializer(node.inputs[1]) != nullptr &&
+               graph.initializer(node.inputs[1])->is_floating_point();
+    default:
+        return false;
+    }
+}
+
+Result<Plan> makePlan(const ir::Graph& graph, const Scheme& scheme)
+{
+    Plan plan;
+    std::set<std::string> quantizable;
+    for (const auto& node : graph.nodes) {
+        if (!isQuantizable(graph, node))
+            continue;
+        quantizable.insert(node.name);
+        plan.layers[node.name] = scheme.config;
+    }
+    for (const auto& [layer, config] : scheme.overrides) {
+        if (quantizable.count(layer) == 0)
+            return Error::usage("override names '" + layer +
+                                "', which is not a quantizable layer (Conv, Gemm or MatMul "
+                                "with constant weights) of this model");
+        if (config)
+            plan.layers[layer] = *config;
+        else
+            plan.layers[layer].keepFloat = true;
+    }
+    return plan;
+}
+
+} // namespace bitlens::quant

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# End-to-end: quantize / compare / sensitivity on the demo model, as a user runs them.
+# Accuracy and size targets of the engine issue are checked here (no timings: see bench/).
+# Usage: test_quant_cli.sh path/to/bitlens-cli
+set -uo pipefail
+cli=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+py=${BITLENS_PYTHON:-$HOME/.cache/bitlens/venv/bin/python}
+[ -x "$py" ] || py=python3
+
+check() { # check NAME EXPECTED_EXIT COMMAND...
+  local name=$1 want=$2
+  shift 2
+  "$@" > "$tmp/out" 2> "$tmp/err"
+  local got=$?
+  if [ "$got" = "$want" ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: exit $got, expected $want"
+    sed 's/^/  stdout: /' "$tmp/out" | head -20
+    sed 's/^/  stderr: /' "$tmp/err" | head -20
+  fi
+}
+expect() { # expect NAME CONDITION...
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name"; fi
+}
+report() { "$py" -c "import json,sys; d=json.load(open('$1')); $2"; }
+
+# static-int8, per-channel weights, 1,000 calibration images: drop <= 0.3 points, size <= 0.26
+check quantize-static 0 "$cli" quantize fashion-cnn --scheme static-int8 --report "$tmp/static.json"
+expect static-keys report "$tmp/static.json" "
+for k in ['bitlens_version','model','scheme','metric','size_bytes','layers','throughput']: assert k in d, k
+m=d['metric']; assert m['name']=='top1' and m['samples']==10000, m
+assert m['float']-m['quantized'] <= 0.003, m
+s=d['size_bytes']; assert s['quantized'] <= 0.26*s['float'], s
+assert d['calib_samples']==1000, d['calib_samples']
+assert [l['op'] for l in d['layers']]==['Conv','Conv','Gemm','Gemm']
+for l in d['layers']:
+    assert l['weight_type']=='int8' and l['act_type']=='uint8', l['name']
+    assert l['sqnr_db'] > 20 and l['sqnr_db_accumulated'] > 20, l['name']
+    assert len(l['error_histogram']['edges'])==len(l['error_histogram']['counts'])+1
+    assert l['act_clip']['method']=='minmax'
+t=d['throughput']; assert t['float_samples_per_s']>0 and t['quantized_samples_per_s']>0
+assert d['folded_batchnorms']==['block1.conv<-block1.bn','block2.conv<-block2.bn']
+"
+expect quantize-text grep -q "top1 " "$tmp/out"
+
+# w4-int4, group 64, weight-only: drop <= 1.0 point
+check quantize-w4 0 "$cli" quantize fashion-cnn --scheme w4-int4:group=64 --report "$tmp/w4.json"
+expect w4-drop report "$tmp/w4.json" "m=d['metric']; assert m['float']-m['quantized'] <= 0.010, m
+assert all(l['act_type']=='float32' for l in d['layers'])"
+
+# a JSON scheme keeps one layer float
+cat > "$tmp/scheme.json" <<'JSON'
+{"preset": "static-int8", "options": {"observer": "percentile:99.99", "calib": 500},
+ "overrides": {"block1.conv": "float"}}
+JSON
+check quantize-json 0 "$cli" quantize fashion-cnn --scheme "$tmp/scheme.json" --report "$tmp/j.json" --limit 2000
+expect json-override report "$tmp/j.json" "l={x['name']:x for x in d['layers']}
+assert l['block1.conv']['weight_type']=='float32' and l['block1.conv']['sqnr_db'] is None
+assert l['fc1']['act_clip']['method']=='percentile' and d['calib_samples']==500
+assert d['metric']['samples']==2000"
+
+# compare writes {"runs": [report, ...]}, one per scheme, options kept together
+check compare 0 "$cli" compare fashion-cnn --schemes "static-int8:per=tensor,observer=minmax,fp16" --limit 1000 --report "$tmp/cmp.json"
+expect compare-runs report "$tmp/cmp.json" "r=d['runs']; assert len(r)==2
+assert r[0]['scheme']['spec']=='static-int8:per=tensor,observer=minmax' and r[1]['scheme']['preset']=='fp16'
+assert r[0]['metric']['float']==r[1]['metric']['float']"
+
+# sensitivity ranks every quantized layer
+check sensitivity 0 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 1000 --report "$tmp/sens.json"
+expect sensitivity-rows report "$tmp/sens.json" "r=d['layers']; assert len(r)==4
+assert sorted(x['layer'] for x in r)==['block1.conv','block2.conv','fc1','logits']
+assert all(r[i]['drop']>=r[i+1]['drop'] for i in range(3))"
+
+# bad input
+check bad-scheme 2 "$cli" quantize fashion-cnn --scheme int3-magic
+expect bad-scheme-message grep -q "^error: unknown scheme 'int3-magic'" "$tmp/err"
+check bad-option 2 "$cli" quantize fashion-cnn --scheme "w4-int4:group=abc"
+check missing-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/none.npy"
+expect missing-calib-message grep -q "^error: $tmp/none.npy: " "$tmp/err"
+"$py" -c "import numpy as np; x=np.random.rand(50,1,28,28).astype('f4'); x[17,0,3,3]=np.nan; np.save('$tmp/nan.npy', x)"
+check nan-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/nan.npy"
+expect nan-calib-message grep -q "^error: $tmp/nan.npy: contains NaN at sample 17" "$tmp/err"
+"$py" -c "import numpy as np; np.save('$tmp/wrong.npy', np.random.rand(20,3,28,28).astype('f4'))"
+check wrong-shape-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/wrong.npy"
+expect wrong-shape-message grep -q "the model expects \[N, 1, 28, 28\]" "$tmp/err"
+"$py" -c "import numpy as np; np.save('$tmp/empty.npy', np.zeros((0,1,28,28),'f4'))"
+check empty-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/empty.npy"
+expect empty-calib-message grep -q "^error: $tmp/empty.npy: holds no samples; calibration needs inputs shaped \[N, 1, 28, 28\]" "$tmp/err"
+check out-not-yet 4 "$cli" quantize fashion-cnn --scheme static-int8 --out "$tmp/q.onnx"
+expect out-no-file test ! -e "$tmp/q.onnx"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,233 @@
+// The quantization engine on small graphs: every preset runs, static calibration, overrides,
+// LLM.int8() outliers, SmoothQuant, bad calibration data, and the analysis report.
+
+#include "analysis/quant_report.h"
+#include "export/report_json.h"
+#include "quant/engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+using namespace bitlens;
+
+namespace {
+
+ir::Graph convNet(std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    ir::GraphBuilder g("net");
+    auto x = g.input("x", {-1, 1, 8, 8});
+    x = g.conv2d("conv", x, at::randn({8, 1, 3, 3}, gen) * 0.5, std::nullopt, {1, 1, 1, 1});
+    x = g.batchNorm("bn", x, at::rand({8}, gen) + 0.5, at::randn({8}, gen) * 0.1,
+                    at::randn({8}, gen) * 0.1, at::rand({8}, gen) + 0.5);
+    x = g.unary("relu", ir::OpKind::Relu, x);
+    x = g.maxPool("pool", x, 2, 2);
+    x = g.flatten("flat", x);
+    x = g.linear("fc1", x, at::randn({32, 128}, gen) * 0.1, at::randn({32}, gen) * 0.1);
+    x = g.unary("fc1.relu", ir::OpKind::Relu, x);
+    x = g.linear("fc2", x, at::randn({4, 32}, gen) * 0.2, at::zeros({4}));
+    g.output(x);
+    return g.build().value();
+}
+
+at::Tensor images(std::int64_t n, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    return at::rand({n, 1, 8, 8}, gen);
+}
+
+double outputSqnr(const ir::Graph& graph, const quant::QuantizedModel& model, const at::Tensor& x)
+{
+    c10::InferenceMode guard;
+    exec::Executor ref(graph);
+    exec::Executor q(model.graph);
+    q.addHook(quant::makeQuantHook(model));
+    return analysis::compareTensors(ref.run({x}).value().front(), q.run({x}).value().front())
+        .sqnrDb;
+}
+
+quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec,
+                               const at::Tensor& calib)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << spec;
+    auto model = quant::prepare(graph, *scheme, calib);
+    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+} // namespace
+
+TEST(Engine, EveryPresetRunsAndStaysCloseToFloat)
+{
+    const auto graph = convNet(1);
+    const auto calib = images(200, 2);
+    const auto x = images(32, 3);
+    for (const auto& preset : quant::presetNames()) {
+        const auto model = prepared(graph, preset, calib);
+        const double sqnr = outputSqnr(graph, model, x);
+        // 4-bit weights (and E5M2's 2 mantissa bits) lose more than 8-bit integers; 16-bit
+        // floats almost nothing.
+        const bool coarse = preset.find("w4") != std::string::npos || preset == "static-w4a8" ||
+                            preset == "fp8-e5m2";
+        const double floor = coarse ? 10.0 : (preset == "fp16" || preset == "bf16" ? 35.0 : 18.0);
+        EXPECT_GT(sqnr, floor) << preset;
+        EXPECT_LT(model.bytesQuantized, model.bytesFloat) << preset;
+    }
+}
+
+TEST(Engine, StaticInt8FoldsBatchNormCalibratesAndShrinksToAQuarter)
+{
+    const auto graph = convNet(4);
+    const auto model = prepared(graph, "static-int8", images(300, 5));
+    EXPECT_EQ(model.foldedBatchNorms, std::vector<std::string>{"conv<-bn"});
+    EXPECT_EQ(model.calibSamples, 300);
+    ASSERT_EQ(model.layers.size(), 3u);
+    for (const auto& [name, lq] : model.layers) {
+        ASSERT_TRUE(lq.act.has_value()) << name;
+        ASSERT_TRUE(lq.actClip.has_value()) << name;
+        EXPECT_LT(lq.actClip->lo, lq.actClip->hi);
+        EXPECT_EQ(lq.actClip->method, "minmax");
+        // Every per-channel weight row takes at most 256 distinct values.
+        const at::Tensor view = quant::weightView(*std::find_if(
+            model.graph.nodes.begin(), model.graph.nodes.end(),
+            [&](const ir::Node& n) { return n.name == name; }), lq.weightFq);
+        for (std::int64_t r = 0; r < view.size(0); ++r)
+            EXPECT_LE(std::get<0>(at::_unique(view[r])).numel(), 256);
+    }
+    const double ratio =
+        static_cast<double>(model.bytesQuantized) / static_cast<double>(model.bytesFloat);
+    EXPECT_LT(ratio, 0.30);
+}
+
+TEST(Engine, KeepFloatOverrideLeavesThatLayerExact)
+{
+    const auto graph = convNet(6);
+    auto scheme = quant::parseScheme("dynamic-int8").value();
+    scheme.overrides["fc2"] = std::nullopt;
+    auto model = quant::prepare(graph, scheme, at::Tensor());
+    ASSERT_TRUE(model.ok());
+    EXPECT_TRUE(model->layers.at("fc2").config.keepFloat);
+    auto report = analysis::analyze(graph, *model, images(16, 7), nullptr, {});
+    ASSERT_TRUE(report.ok()) << report.error().userMessage();
+    for (const auto& l : report->layers) {
+        if (l.name == "fc2") {
+            EXPECT_EQ(l.weightType, "float32");
+            EXPECT_TRUE(std::isinf(l.local.sqnrDb));
+            EXPECT_EQ(l.bytesQuantized, l.bytesFloat);
+        } else {
+            EXPECT_TRUE(std::isfinite(l.local.sqnrDb)) << l.name;
+        }
+    }
+}
+
+TEST(Engine, CalibrationWithNaNNamesTheBatchAndLayer)
+{
+    const auto graph = convNet(8);
+    auto calib = images(250, 9);
+    calib[120][0][3][3] = std::numeric_limits<float>::quiet_NaN();
+    auto scheme = quant::parseScheme("static-int8").value();
+    auto model = quant::prepare(graph, scheme, calib);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code, ErrorCode::BadInput);
+    EXPECT_EQ(model.error().message.rfind("calibration batch 2 (samples 100-199): input of layer "
+                                          "'conv' contains NaN", 0),
+              0u)
+        << model.error().message;
+}
+
+TEST(Engine, StaticSchemeWithoutCalibrationDataIsAUsageError)
+{
+    auto scheme = quant::parseScheme("static-int8").value();
+    auto model = quant::prepare(convNet(10), scheme, at::Tensor());
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code, ErrorCode::Usage);
+}
+
+TEST(Engine, ConstantCalibrationDataGivesValidScales)
+{
+    const auto graph = convNet(11);
+    const auto model = prepared(graph, "static-int8", at::zeros({50, 1, 8, 8}));
+    for (const auto& [name, lq] : model.layers) {
+        ASSERT_TRUE(lq.act.has_value());
+        EXPECT_TRUE(at::all(lq.act->scale > 0).item<bool>()) << name;
+        EXPECT_TRUE(at::all(at::isfinite(lq.weightFq)).item<bool>()) << name;
+    }
+    c10::InferenceMode guard;
+    exec::Executor q(model.graph);
+    q.addHook(quant::makeQuantHook(model));
+    EXPECT_TRUE(at::all(at::isfinite(q.run({images(8, 12)}).value().front())).item<bool>());
+}
+
+TEST(Engine, GroupSizeThatDoesNotDivideEndsRowsInAShorterBlock)
+{
+    const auto model = prepared(convNet(13), "w4-int4:group=64", at::Tensor());
+    const auto& conv = model.layers.at("conv");
+    EXPECT_NE(conv.note.find("group 64 does not divide the 9 inputs"), std::string::npos);
+    EXPECT_EQ(conv.weight.scale.sizes(), (at::IntArrayRef{8, 1}));  // one short block per row
+    EXPECT_EQ(model.layers.at("fc1").weightGranularity.groupSize, 64);
+    EXPECT_EQ(model.layers.at("fc1").weight.scale.sizes(), (at::IntArrayRef{32, 2}));
+    EXPECT_TRUE(model.layers.at("fc1").note.empty());
+}
+
+TEST(Engine, LlmInt8KeepsOutlierColumnsInSixteenBits)
+{
+    at::Generator gen = at::detail::createCPUGenerator(14);
+    ir::GraphBuilder g("mlp");
+    auto x = g.input("x", {-1, 64});
+    g.output(g.linear("fc", x, at::randn({16, 64}, gen) * 0.1, std::nullopt));
+    const auto graph = g.build().value();
+    at::Tensor input = at::randn({32, 64}, gen);
+    input.select(1, 5).mul_(60.0);  // one outlier feature, as in large language models
+    const auto with = prepared(graph, "llm-int8", at::Tensor());
+    const auto without = prepared(graph, "llm-int8:threshold=1e9", at::Tensor());
+    EXPECT_GT(outputSqnr(graph, with, input), outputSqnr(graph, without, input) + 6.0);
+}
+
+TEST(Engine, SmoothQuantHelpsActivationsWithAnOutlierChannel)
+{
+    at::Generator gen = at::detail::createCPUGenerator(15);
+    ir::GraphBuilder g("mlp");
+    auto x = g.input("x", {-1, 64});
+    g.output(g.linear("fc", x, at::randn({16, 64}, gen) * 0.1, std::nullopt));
+    const auto graph = g.build().value();
+    at::Tensor data = at::randn({256, 64}, gen);
+    data.select(1, 3).mul_(50.0);
+    const auto smooth = prepared(graph, "smoothquant-int8", data);
+    const auto plain = prepared(graph, "smoothquant-int8:alpha=0", data);
+    ASSERT_TRUE(smooth.layers.at("fc").smooth.defined());
+    const at::Tensor test = data.slice(0, 0, 64);
+    EXPECT_GT(outputSqnr(graph, smooth, test), outputSqnr(graph, plain, test) + 3.0);
+}
+
+TEST(Engine, ReportJsonHasTheContractKeys)
+{
+    const auto graph = convNet(16);
+    const auto model = prepared(graph, "static-int8", images(100, 17));
+    io::Dataset eval;
+    eval.path = "synthetic";
+    eval.inputs = images(64, 18);
+    eval.labels = at::randint(0, 4, {64}, at::TensorOptions().dtype(at::kLong));
+    auto report = analysis::analyze(graph, model, eval.inputs, &eval, {});
+    ASSERT_TRUE(report.ok()) << report.error().userMessage();
+    const auto j = exporting::reportToJson(*report);
+    for (const char* key : {"bitlens_version", "model", "scheme", "metric", "size_bytes",
+                            "layers", "throughput"})
+        EXPECT_TRUE(j.contains(key)) << key;
+    for (const char* key : {"name", "float", "quantized"})
+        EXPECT_TRUE(j["metric"].contains(key)) << key;
+    ASSERT_EQ(j["layers"].size(), 3u);
+    for (const char* key : {"name", "op", "weight_type", "act_type", "params", "bytes_float",
+                            "bytes_quantized", "sqnr_db", "mse", "cosine", "max_abs_err",
+                            "sqnr_db_accumulated", "error_histogram"})
+        EXPECT_TRUE(j["layers"][0].contains(key)) << key;
+    EXPECT_EQ(j["layers"][0]["error_histogram"]["edges"].size(),
+              j["layers"][0]["error_histogram"]["counts"].size() + 1);
+    for (const char* key : {"device", "batch", "float_samples_per_s", "quantized_samples_per_s",
+                            "kernels"})
+        EXPECT_TRUE(j["throughput"].contains(key)) << key;
+    EXPECT_GT(j["throughput"]["float_samples_per_s"].get<double>(), 0.0);
+    // The first layer sees float inputs either way, so its local and accumulated errors agree.
+    EXPECT_NEAR(report->layers[0].local.sqnrDb, report->layers[0].accumulated.sqnrDb, 1e-6);
+}

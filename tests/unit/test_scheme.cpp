@@ -1,0 +1,128 @@
+// Scheme strings, JSON scheme files with per-layer overrides, and plans.
+
+#include "quant/scheme.h"
+
+#include "io/file_util.h"
+#include "ir/graph.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+using namespace bitlens;
+using quant::ActMode;
+using quant::QuantType;
+
+namespace {
+
+ir::Graph smallNet()
+{
+    ir::GraphBuilder g("net");
+    auto x = g.input("x", {-1, 1, 6, 6});
+    x = g.conv2d("conv", x, at::randn({4, 1, 3, 3}), std::nullopt, {1, 1, 1, 1});
+    x = g.batchNorm("bn", x, at::ones({4}), at::zeros({4}), at::zeros({4}), at::ones({4}));
+    x = g.unary("relu", ir::OpKind::Relu, x);
+    x = g.flatten("flat", x);
+    x = g.linear("fc", x, at::randn({3, 144}), at::zeros({3}));
+    g.output(x);
+    return g.build().value();
+}
+
+} // namespace
+
+TEST(Scheme, EveryPresetParsesAndDescribesItself)
+{
+    for (const auto& name : quant::presetNames()) {
+        auto s = quant::parseScheme(name);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.error().userMessage();
+        EXPECT_EQ(s->preset, name);
+        EXPECT_FALSE(s->config.describe().empty());
+        EXPECT_EQ(quant::schemeToJson(*s)["preset"], name);
+    }
+}
+
+TEST(Scheme, PresetDefaultsFollowTheirRecipes)
+{
+    auto st = quant::parseScheme("static-int8").value();
+    EXPECT_EQ(st.config.weightType, QuantType::Int8);
+    EXPECT_EQ(st.config.weightGranularity.kind, quant::Granularity::Kind::PerChannel);
+    EXPECT_EQ(st.config.actMode, ActMode::Static);
+    EXPECT_TRUE(st.foldBatchNorm);
+    auto w4 = quant::parseScheme("w4-int4").value();
+    EXPECT_EQ(w4.config.actMode, ActMode::Float);
+    EXPECT_EQ(w4.config.weightGranularity.groupSize, 64);
+    EXPECT_TRUE(quant::parseScheme("w4-nf4")->config.doubleQuant);
+    EXPECT_EQ(quant::parseScheme("llm-int8")->config.outlierThreshold, 6.0);
+    EXPECT_EQ(quant::parseScheme("smoothquant-int8")->config.smoothAlpha, 0.5);
+    EXPECT_EQ(quant::parseScheme("bf16")->config.actMode, ActMode::Cast);
+}
+
+TEST(Scheme, OptionsOverrideDefaults)
+{
+    auto s = quant::parseScheme("static-int8:observer=percentile:99.99,per=tensor,calib=200");
+    ASSERT_TRUE(s.ok()) << s.error().userMessage();
+    EXPECT_EQ(s->config.observer, "percentile:99.99");
+    EXPECT_EQ(s->config.weightGranularity.kind, quant::Granularity::Kind::PerTensor);
+    EXPECT_EQ(s->calibSamples, 200);
+    auto g = quant::parseScheme("w4-int4:group=128,sym=true");
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->config.weightGranularity.groupSize, 128);
+    EXPECT_TRUE(g->config.weightSymmetric);
+}
+
+TEST(Scheme, BadSpecsAreUsageErrorsNamingTheProblem)
+{
+    auto unknown = quant::parseScheme("int3-magic");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_EQ(unknown.error().code, ErrorCode::Usage);
+    EXPECT_NE(unknown.error().message.find("unknown scheme 'int3-magic'"), std::string::npos);
+    auto badKey = quant::parseScheme("static-int8:colour=blue");
+    ASSERT_FALSE(badKey.ok());
+    EXPECT_NE(badKey.error().message.find("unknown option 'colour'"), std::string::npos);
+    auto badGroup = quant::parseScheme("w4-int4:group=abc");
+    ASSERT_FALSE(badGroup.ok());
+    EXPECT_EQ(badGroup.error().message, "option group takes a number, not 'abc'");
+    EXPECT_FALSE(quant::parseScheme("w4-int4:group").ok());
+    EXPECT_FALSE(quant::parseScheme("smoothquant-int8:alpha=2").ok());
+}
+
+TEST(Scheme, JsonFileWithOverridesKeepsALayerFloat)
+{
+    const auto dir = std::filesystem::temp_directory_path() / "bitlens_scheme_test";
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "scheme.json").string();
+    const std::string text = R"({"preset": "static-int8", "options": {"observer": "minmax"},
+        "overrides": {"fc": "float", "conv": "w4-int4:group=8"}})";
+    ASSERT_TRUE(io::writeFileAtomic(path, text.data(), text.size()).ok());
+    auto s = quant::parseScheme(path);
+    ASSERT_TRUE(s.ok()) << s.error().userMessage();
+    EXPECT_FALSE(s->overrides.at("fc").has_value());
+    EXPECT_EQ(s->overrides.at("conv")->weightType, QuantType::Int4);
+
+    const auto graph = smallNet();
+    auto plan = quant::makePlan(graph, *s);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_TRUE(plan->layers.at("fc").keepFloat);
+    EXPECT_EQ(plan->layers.at("conv").weightType, QuantType::Int4);
+    EXPECT_EQ(plan->layers.size(), 2u);  // conv and fc; BN, ReLU, Flatten are not quantizable
+
+    const std::string bad = R"({"preset": "static-int8", "overrides": {"relu": "float"}})";
+    ASSERT_TRUE(io::writeFileAtomic(path, bad.data(), bad.size()).ok());
+    auto badScheme = quant::parseScheme(path);
+    ASSERT_TRUE(badScheme.ok());
+    auto badPlan = quant::makePlan(graph, *badScheme);
+    ASSERT_FALSE(badPlan.ok());
+    EXPECT_NE(badPlan.error().message.find("'relu'"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Scheme, SplitIntoQuantizableLayers)
+{
+    const auto graph = smallNet();
+    int quantizable = 0;
+    for (const auto& node : graph.nodes)
+        quantizable += quant::isQuantizable(graph, node) ? 1 : 0;
+    EXPECT_EQ(quantizable, 2);
+}
