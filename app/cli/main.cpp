@@ -53,6 +53,8 @@ commands:
                                      one quantize run per scheme, side by side
   sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
                                      quantize each layer alone; rank layers by metric drop
+  bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
+                                     float vs quantized samples/s, side by side
 
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
@@ -677,6 +679,88 @@ int cmdSensitivity(const Args& args)
     return 0;
 }
 
+int cmdBench(const Args& args)
+{
+    if (args.positional.size() != 1 || !args.has("--scheme"))
+        return fail(Error::usage("usage: bitlens-cli bench MODEL --scheme SCHEME [--calib DATA] "
+                                 "[--batch N] [--device cpu|cuda] [--json]"));
+    const std::string spec = args.get("--scheme");
+    auto scheme = quant::parseScheme(spec);
+    if (!scheme)
+        return fail(scheme.error());
+    std::int64_t batch = 64;
+    if (args.has("--batch")) {
+        try {
+            batch = std::stoll(args.get("--batch"));
+        } catch (const std::exception&) {
+            batch = 0;
+        }
+        if (batch < 1)
+            return fail(Error::usage("--batch needs a positive number"));
+    }
+    const bool quiet = args.has("--quiet") || args.has("--json");
+    auto modelArg = resolveModel(args.positional[0], quiet);
+    if (!modelArg)
+        return fail(modelArg.error());
+    auto device = parseDevice(args);
+    if (!device)
+        return fail(device.error());
+    auto model = openModel(modelArg->path);
+    if (!model)
+        return fail(model.error());
+    // Real calibration data when there is some (static schemes need it); the timed batch is
+    // its first `batch` samples, or uniform noise shaped like the model's input.
+    at::Tensor calib;
+    const std::string calibPath = args.get("--calib", modelArg->calibData);
+    if (!calibPath.empty()) {
+        auto data = io::loadDataset(calibPath, "train", std::max(batch, scheme->calibSamples));
+        if (!data)
+            return fail(data.error());
+        calib = data->inputs;
+    }
+    const auto& inputs = (*model)->summary().inputs;
+    at::Tensor x;
+    if (calib.defined() && calib.size(0) >= batch) {
+        x = calib.slice(0, 0, batch);
+    } else {
+        if (inputs.size() != 1)
+            return fail(Error::unsupported(modelArg->path, "bench needs a model with one input"));
+        std::vector<std::int64_t> shape = inputs[0].shape;
+        for (auto& d : shape)
+            if (d < 0)
+                d = batch;
+        x = at::rand(shape);
+    }
+    auto prepared = quant::prepare((*model)->graph(), *scheme, calib);
+    if (!prepared)
+        return fail(prepared.error());
+    analysis::AnalysisOptions options;
+    options.device = *device;
+    auto t = analysis::measureThroughput(*prepared, x, options);
+    if (!t)
+        return fail(t.error());
+    json kernels = json::object();
+    for (const auto& [layer, kernel] : t->kernels)
+        kernels[layer] = kernel;
+    const json j = {{"device", t->device},
+                    {"batch", t->batch},
+                    {"float_samples_per_s", t->floatSamplesPerS},
+                    {"quantized_samples_per_s", t->quantizedSamplesPerS},
+                    {"kernels", kernels}};
+    if (args.has("--json")) {
+        std::cout << j.dump(2) << "\n";
+        return 0;
+    }
+    std::printf("%s on %s, batch %lld\n", spec.c_str(), t->device.c_str(),
+                static_cast<long long>(t->batch));
+    std::printf("float      %10.0f samples/s\nquantized  %10.0f samples/s  (%.2fx float)\n",
+                t->floatSamplesPerS, t->quantizedSamplesPerS,
+                t->quantizedSamplesPerS / t->floatSamplesPerS);
+    for (const auto& [layer, kernel] : t->kernels)
+        std::printf("  %-20s %s\n", layer.c_str(), kernel.c_str());
+    return 0;
+}
+
 int dispatch(int argc, char** argv)
 {
     if (argc < 2) {
@@ -709,6 +793,8 @@ int dispatch(int argc, char** argv)
         return cmdCompare(*args);
     if (command == "sensitivity")
         return cmdSensitivity(*args);
+    if (command == "bench")
+        return cmdBench(*args);
     std::fprintf(stderr, "error: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

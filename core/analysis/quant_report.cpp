@@ -42,6 +42,41 @@ std::string deviceName(const c10::Device& device)
 
 } // namespace
 
+Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const at::Tensor& input,
+                                     const AnalysisOptions& options)
+{
+    try {
+        c10::InferenceMode guard;
+        const at::Tensor x = input.to(options.device);
+        exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
+        exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
+        quantExec.addHook(quant::makeQuantHook(model));
+        Result<std::vector<at::Tensor>> check = floatExec.run({x});
+        if (!check)
+            return check.error();
+        auto runFloat = [&] { (void)floatExec.run({x}); };
+        auto runQuant = [&] { (void)quantExec.run({x}); };
+        runQuant();
+        double tFloat = 0.0;
+        double tQuant = 0.0;
+        for (int round = 0; round < 3; ++round) {
+            tFloat += medianSeconds(runFloat, 3);
+            tQuant += medianSeconds(runQuant, 3);
+        }
+        Throughput t;
+        t.device = deviceName(options.device);
+        t.batch = x.size(0);
+        t.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
+        t.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
+        for (const auto& [name, lq] : model.layers)
+            t.kernels[name] = lq.config.keepFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
+        return t;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("throughput measurement failed: ") +
+                              e.what_without_backtrace());
+    }
+}
+
 Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const io::Dataset& eval,
                                       const AnalysisOptions& options,
                                       const std::set<std::string>& only, Progress& progress,
@@ -88,6 +123,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             analysisBatch.slice(0, 0, std::min(analysisBatch.size(0), options.analysisSamples))
                 .to(options.device);
         report.analysisSamples = x.size(0);
+        std::map<std::string, std::string> kernels;
         exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
         quantExec.addHook(quant::makeQuantHook(model));
@@ -121,7 +157,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                               : typeName(lq.config.actType);
             row.simulated = !isFloat;
             row.kernel = isFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
-            report.throughput.kernels[node.name] = row.kernel;
+            kernels[node.name] = row.kernel;
 
             // Local: this layer alone quantized, fed the float model's inputs.
             std::vector<at::Tensor> inputs;
@@ -151,26 +187,21 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
                 row.weightHistogram = histogram(w, options.histogramBins);
             }
+            row.actHistogram = histogram(floatVals->at(node.inputs[0]), options.histogramBins);
+            const at::Tensor& wShown = isFloat ? *model.graph.initializer(node.inputs[1])
+                                               : lq.weightFloat;
+            row.weightMin = wShown.min().item<double>();
+            row.weightMax = wShown.max().item<double>();
             row.actClip = lq.actClip;
             report.layers.push_back(std::move(row));
         }
 
-        // Throughput, float and quantized interleaved on the same batch.
         progress.report(0.3, "measuring throughput");
-        auto runFloat = [&] { (void)floatExec.run({x}); };
-        auto runQuant = [&] { (void)quantExec.run({x}); };
-        runFloat();
-        runQuant();
-        double tFloat = 0.0;
-        double tQuant = 0.0;
-        for (int round = 0; round < 3; ++round) {
-            tFloat += medianSeconds(runFloat, 3);
-            tQuant += medianSeconds(runQuant, 3);
-        }
-        report.throughput.device = deviceName(options.device);
-        report.throughput.batch = x.size(0);
-        report.throughput.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
-        report.throughput.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
+        auto throughput = measureThroughput(model, x, options);
+        if (!throughput)
+            return throughput.error();
+        report.throughput = *throughput;
+        report.throughput.kernels = kernels;
 
         if (eval) {
             if (!floatMetric) {

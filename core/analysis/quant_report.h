@@ -38,6 +38,9 @@ struct LayerReport {
     ErrorStats weight;           ///< quantized vs float weights
     HistogramData errorHistogram;   ///< accumulated output error (quantized - float)
     HistogramData weightHistogram;  ///< float weights (after smoothing)
+    HistogramData actHistogram;     ///< the layer's float input activation on the analysis batch
+    double weightMin = 0.0;         ///< range of the float weights
+    double weightMax = 0.0;
     std::optional<quant::ClipChoice> actClip;  ///< static activation range and why
 };
 
@@ -86,6 +89,11 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                             std::optional<MetricValue> floatMetric = std::nullopt,
                             Progress& progress = Progress::none(),
                             const CancelToken& cancel = CancelToken());
+
+/// Samples per second of the float graph and of the quantized model on batch `x`, measured
+/// interleaved in one process (3 rounds of the median of 3 runs each, after a warm-up run).
+Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const at::Tensor& x,
+                                     const AnalysisOptions& options);
 
 /// Top-1 of the quantized model (or with `only` layers quantized) on `eval`.
 Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const io::Dataset& eval,

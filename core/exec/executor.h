@@ -32,6 +32,10 @@ public:
     virtual void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs);
     /// Called with the node's outputs before later nodes read them.
     virtual void afterNode(const ir::Node& node, std::vector<at::Tensor>& outputs);
+    /// May compute the node itself (a low-bit kernel instead of the float op): fill `outputs`
+    /// and return true. The first hook that returns true wins; afterNode hooks still run.
+    virtual bool computeNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                             std::vector<at::Tensor>& outputs);
 };
 
 /// Runs one graph. Weights are moved to the device once, at construction; on the graph's own

@@ -63,7 +63,9 @@ json reportToJson(const analysis::QuantReport& r)
                     {"max_abs_err_accumulated", l.accumulated.maxAbsErr},
                     {"weight_sqnr_db", number(l.weight.sqnrDb)},
                     {"error_histogram", histogramJson(l.errorHistogram)},
-                    {"weight_histogram", histogramJson(l.weightHistogram)}};
+                    {"weight_histogram", histogramJson(l.weightHistogram)},
+                    {"weight_range", {l.weightMin, l.weightMax}},
+                    {"act_histogram", histogramJson(l.actHistogram)}};
         if (!l.note.empty())
             row["note"] = l.note;
         if (l.actClip)

@@ -79,6 +79,12 @@ expect sensitivity-rows report "$tmp/sens.json" "r=d['layers']; assert len(r)==4
 assert sorted(x['layer'] for x in r)==['block1.conv','block2.conv','fc1','logits']
 assert all(r[i]['drop']>=r[i+1]['drop'] for i in range(3))"
 
+# bench --json gives the report's "throughput" object
+check bench 0 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json
+expect bench-keys report "$tmp/out" "assert set(d)=={'device','batch','float_samples_per_s','quantized_samples_per_s','kernels'}, d
+assert d['batch']==32 and d['float_samples_per_s']>0 and len(d['kernels'])==4"
+check bench-bad-batch 2 "$cli" bench fashion-cnn --scheme static-int8 --batch 0
+
 # bad input
 check bad-scheme 2 "$cli" quantize fashion-cnn --scheme int3-magic
 expect bad-scheme-message grep -q "^error: unknown scheme 'int3-magic'" "$tmp/err"
