@@ -29,13 +29,13 @@ QString tensorsText(const std::vector<TensorSummary>& tensors)
 } // namespace
 
 FormPanel::FormPanel(const QString& title, QWidget* parent)
-    : QGroupBox(title, parent), m_form(new QFormLayout), m_placeholder(new QLabel(this))
+    : QGroupBox(title, parent), m_form(new QFormLayout), m_emptyHint(new QLabel(this))
 {
     auto* layout = new QVBoxLayout(this);
-    m_placeholder->setWordWrap(true);
-    m_placeholder->setObjectName(QStringLiteral("placeholder"));
-    m_placeholder->setForegroundRole(QPalette::PlaceholderText);
-    layout->addWidget(m_placeholder);
+    m_emptyHint->setWordWrap(true);
+    m_emptyHint->setObjectName(QStringLiteral("emptyHint"));
+    m_emptyHint->setForegroundRole(QPalette::PlaceholderText);
+    layout->addWidget(m_emptyHint);
     m_form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
     m_form->setRowWrapPolicy(QFormLayout::DontWrapRows);
     m_form->setLabelAlignment(Qt::AlignLeft | Qt::AlignTop);
@@ -68,15 +68,15 @@ void FormPanel::setValue(const QString& key, const QString& text, const QString&
             continue;
         label->setText(text);
         label->setToolTip(toolTip);
-        m_form->setRowVisible(label, !text.isEmpty() && m_placeholder->text().isEmpty());
+        m_form->setRowVisible(label, !text.isEmpty() && m_emptyHint->text().isEmpty());
         return;
     }
 }
 
 void FormPanel::setPlaceholder(const QString& text)
 {
-    m_placeholder->setText(text);
-    m_placeholder->setVisible(!text.isEmpty());
+    m_emptyHint->setText(text);
+    m_emptyHint->setVisible(!text.isEmpty());
     for (const auto& [name, label] : m_rows)
         m_form->setRowVisible(label, text.isEmpty() && !label->text().isEmpty());
 }

@@ -34,7 +34,7 @@ protected:
     QFormLayout* m_form;
 
 private:
-    QLabel* m_placeholder;
+    QLabel* m_emptyHint;
     QList<QPair<QString, QLabel*>> m_rows;
 };
 

@@ -347,7 +347,7 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
     case OpKind::Identity:
     case OpKind::Dropout: return {need(node, in, 0)};
     }
-    fail(node, "op is not implemented by the executor");
+    fail(node, "unknown op kind " + std::to_string(static_cast<int>(node.op)));
 }
 
 Executor::Executor(const ir::Graph& graph, ExecOptions options)

@@ -5,28 +5,7 @@ set -uo pipefail
 cli=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-
-check() { # check NAME EXPECTED_EXIT COMMAND...
-  local name=$1 want=$2
-  shift 2
-  "$@" > "$tmp/out" 2> "$tmp/err"
-  local got=$?
-  if [ "$got" = "$want" ]; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out" | head -20
-    sed 's/^/  stderr: /' "$tmp/err" | head -20
-  fi
-}
-expect() { # expect NAME CONDITION...
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name"; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 json() { "$py" -c "import json,sys; d=json.load(open('$tmp/out')); $1"; }
 # Writes a float32 .npy of the given shape (a Python tuple literal) filled with zeros.
 npy_zeros() { # npy_zeros FILE SHAPE COUNT
@@ -41,8 +20,6 @@ npy_zeros() { # npy_zeros FILE SHAPE COUNT
     head -c $(( $3 * 4 )) /dev/zero
   } > "$1"
 }
-py=${BITLENS_PYTHON:-$HOME/.cache/bitlens/venv/bin/python}
-[ -x "$py" ] || py=python3
 
 # --version and usage
 check version 0 "$cli" --version
@@ -100,5 +77,4 @@ sed 's/Relu/Celu/g' "$model" > "$tmp/celu.onnx"
 check info-unsupported 4 "$cli" info "$tmp/celu.onnx"
 expect info-unsupported-message grep -q "Celu" "$tmp/err"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

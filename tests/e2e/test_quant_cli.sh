@@ -6,31 +6,7 @@ set -uo pipefail
 cli=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-py=${BITLENS_PYTHON:-$HOME/.cache/bitlens/venv/bin/python}
-[ -x "$py" ] || py=python3
-
-check() { # check NAME EXPECTED_EXIT COMMAND...
-  local name=$1 want=$2
-  shift 2
-  "$@" > "$tmp/out" 2> "$tmp/err"
-  local got=$?
-  if [ "$got" = "$want" ]; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out" | head -20
-    sed 's/^/  stderr: /' "$tmp/err" | head -20
-  fi
-}
-expect() { # expect NAME CONDITION...
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name"; fi
-}
-report() { "$py" -c "import json,sys; d=json.load(open('$1')); $2"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # static-int8, per-channel weights, 1,000 calibration images: drop <= 0.3 points, size <= 0.26
 check quantize-static 0 "$cli" quantize fashion-cnn --scheme static-int8 --report "$tmp/static.json"
@@ -103,5 +79,4 @@ expect empty-calib-message grep -q "^error: $tmp/empty.npy: holds no samples; ca
 check out-not-yet 4 "$cli" quantize fashion-cnn --scheme static-int8 --out "$tmp/q.onnx"
 expect out-no-file test ! -e "$tmp/q.onnx"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
