@@ -542,10 +542,16 @@ void printReport(const analysis::QuantReport& r)
                     r.metricFloat->name.c_str(), r.metricFloat->value, r.metricQuantized->value,
                     100.0 * (r.metricQuantized->value - r.metricFloat->value),
                     static_cast<long long>(r.metricQuantized->samples));
-    std::printf("throughput  %.0f -> %.0f samples/s (%s, batch %lld, %s)\n",
+    int real = 0;
+    for (const auto& l : r.layers)
+        real += l.simulated || l.weightType == "float32" ? 0 : 1;
+    std::printf("throughput  %.0f -> %.0f samples/s (%s, batch %lld; %d of %zu layers on real "
+                "low-bit kernels)\n",
                 r.throughput.floatSamplesPerS, r.throughput.quantizedSamplesPerS,
-                r.throughput.device.c_str(), static_cast<long long>(r.throughput.batch),
-                r.layers.empty() ? "" : r.layers.front().kernel.c_str());
+                r.throughput.device.c_str(), static_cast<long long>(r.throughput.batch), real,
+                r.layers.size());
+    for (const auto& l : r.layers)
+        std::printf("  %-14s %s\n", l.name.c_str(), l.kernel.c_str());
 }
 
 std::int64_t calibSamplesOf(const std::string& spec)

@@ -1,6 +1,7 @@
 #include "analysis/quant_report.h"
 
 #include "exec/device.h"
+#include "quant/real_kernels.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -49,8 +50,11 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         c10::InferenceMode guard;
         const at::Tensor x = input.to(options.device);
         exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
+        // Real low-bit kernels where LibTorch has one for the layer on this device; the hook
+        // runs the other layers simulated and records which kernel each layer got.
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
-        quantExec.addHook(quant::makeQuantHook(model));
+        auto realHook = quant::makeRealKernelHook(model, options.device);
+        quantExec.addHook(realHook);
         Result<std::vector<at::Tensor>> check = floatExec.run({x});
         if (!check)
             return check.error();
@@ -68,8 +72,7 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         t.batch = x.size(0);
         t.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
         t.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
-        for (const auto& [name, lq] : model.layers)
-            t.kernels[name] = lq.config.keepFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
+        t.kernels = realHook->kernelsRun();
         return t;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("throughput measurement failed: ") +
@@ -123,7 +126,6 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             analysisBatch.slice(0, 0, std::min(analysisBatch.size(0), options.analysisSamples))
                 .to(options.device);
         report.analysisSamples = x.size(0);
-        std::map<std::string, std::string> kernels;
         exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
         quantExec.addHook(quant::makeQuantHook(model));
@@ -157,7 +159,6 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                               : typeName(lq.config.actType);
             row.simulated = !isFloat;
             row.kernel = isFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
-            kernels[node.name] = row.kernel;
 
             // Local: this layer alone quantized, fed the float model's inputs.
             std::vector<at::Tensor> inputs;
@@ -201,7 +202,13 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
         if (!throughput)
             return throughput.error();
         report.throughput = *throughput;
-        report.throughput.kernels = kernels;
+        for (auto& row : report.layers) {
+            auto k = throughput->kernels.find(row.name);
+            if (k == throughput->kernels.end())
+                continue;
+            row.kernel = k->second;
+            row.simulated = k->second.rfind("simulated", 0) == 0;
+        }
 
         if (eval) {
             if (!floatMetric) {

@@ -27,8 +27,12 @@ struct LayerReport {
     std::string weightType;      ///< "int8", ..., "float32" when kept float
     std::string actType;         ///< "uint8", ..., "float32" when activations stay float
     std::string config;          ///< LayerConfig::describe()
-    std::string kernel;          ///< what ran: "fake-quant (simulated)" or a real kernel name
-    bool simulated = true;
+    /// What runs the layer when throughput is measured: a real LibTorch low-bit kernel
+    /// ("at::_int_mm (int8 x int8 -> int32)") or "simulated (fake-quant, float32)[: why]".
+    /// Errors and the metric always come from the simulated path (real kernels agree with it
+    /// to float rounding; see quant/real_kernels.h).
+    std::string kernel;
+    bool simulated = true;       ///< true when no real kernel ran this layer
     std::string note;            ///< adaptations, e.g. group size fallback
     std::int64_t params = 0;
     std::int64_t bytesFloat = 0;

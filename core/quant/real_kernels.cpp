@@ -1,0 +1,654 @@
+#include "quant/real_kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace bitlens::quant {
+
+namespace {
+
+/// The kernel families of the header's table.
+enum class KernelKind { Int8, Fp8, Cast, Int4WeightOnly, Int8WeightOnly };
+
+/// What realKernelFor() decided for one layer on one device.
+struct KernelPlan {
+    KernelKind kind = KernelKind::Int8;
+    std::string name;
+    at::ScalarType castType = at::kFloat;  ///< Cast: the 16-bit type
+    std::int64_t kernelGroup = 0;          ///< Int4WeightOnly: the kernel's group size
+    bool outliers = false;                 ///< Int8: LLM.int8() outlier columns
+};
+
+/// The int32 accumulator of a K-term int8 dot product cannot overflow up to this K: every term
+/// is at most 255 * 128 in magnitude once the zero point is folded in (see int8Accumulate), and
+/// 65535 * 255 * 128 < 2^31.
+constexpr std::int64_t kMaxInt8K = 65535;
+/// cuBLASLt's int8 GEMM (at::_int_mm on CUDA) wants M > 16 and K, N multiples of 8. K and N
+/// are padded on every device (a no-op for the usual multiples of 8), M on CUDA only.
+constexpr std::int64_t kInt8MinRows = 17;
+constexpr std::int64_t kInt8Multiple = 8;
+/// at::_scaled_mm wants K and N multiples of 16.
+constexpr std::int64_t kFp8Multiple = 16;
+/// The int4 CPU packer wants N a multiple of 16 (CUDA 8).
+constexpr std::int64_t kInt4NMultiple = 16;
+/// The bf16 CPU path of at::_weight_int8pack_mm reads K in steps of 16 (past the row otherwise:
+/// it crashed on K = 7 and gave NaN on K = 33 with torch 2.13).
+constexpr std::int64_t kInt8WeightOnlyKMultiple = 16;
+/// Group sizes the int4 kernels support, largest first.
+constexpr std::array<std::int64_t, 4> kInt4Groups = {256, 128, 64, 32};
+
+std::int64_t roundUp(std::int64_t v, std::int64_t multiple)
+{
+    return (v + multiple - 1) / multiple * multiple;
+}
+
+bool isInt4Codes(QuantType t)
+{
+    return t == QuantType::Int4 || t == QuantType::UInt4 || t == QuantType::Int2;
+}
+
+bool isFp8(QuantType t) { return t == QuantType::FP8E4M3 || t == QuantType::FP8E5M2; }
+
+std::string_view fp8Name(QuantType t)
+{
+    return t == QuantType::FP8E4M3 ? "float8_e4m3fn" : "float8_e5m2";
+}
+
+/// Gemm with transA = 0 and alpha = beta = 1, or MatMul with a 2-D weight: y = x W^T (+ bias)
+/// with the weight view [N, K] of weightView().
+bool linearShaped(const ir::Node& node, const LayerQuant& lq)
+{
+    if (node.op == ir::OpKind::Gemm)
+        return node.attrs.getInt("transA", 0) == 0 && node.attrs.getFloat("alpha", 1.0) == 1.0 &&
+               node.attrs.getFloat("beta", 1.0) == 1.0;
+    return node.op == ir::OpKind::MatMul && lq.weightFloat.dim() == 2;
+}
+
+bool perChannelOrTensor(const Granularity& g)
+{
+    return g.kind == Granularity::Kind::PerChannel || g.kind == Granularity::Kind::PerTensor;
+}
+
+/// The int4 kernels' group size for a layer: one that divides our blocks, so that each kernel
+/// group lies inside one of our scale blocks (per-group 96 runs as kernel groups of 32 sharing
+/// scales three by three; per-channel runs as groups of the largest size dividing K).
+std::optional<std::int64_t> int4KernelGroup(const Granularity& g, std::int64_t k)
+{
+    for (std::int64_t kg : kInt4Groups) {
+        if (g.kind == Granularity::Kind::PerGroup ? g.groupSize % kg == 0 : k % kg == 0)
+            return kg;
+    }
+    if (g.kind == Granularity::Kind::PerGroup)
+        return std::nullopt;
+    return kInt4Groups.back();  // K is padded to a multiple of 32
+}
+
+std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
+                                     c10::Device device)
+{
+    const LayerConfig& c = lq.config;
+    if (c.keepFloat || !lq.weightFloat.defined() || !lq.weight.scale.defined())
+        return std::nullopt;
+    if (!device.is_cpu() && !device.is_cuda())
+        return std::nullopt;
+    const bool cuda = device.is_cuda();
+    const QuantType wt = c.weightType;
+    KernelPlan plan;
+
+    if (c.actMode == ActMode::Cast) {
+        if ((wt != QuantType::FP16 && wt != QuantType::BF16) || c.actType != wt)
+            return std::nullopt;
+        plan.kind = KernelKind::Cast;
+        plan.castType = wt == QuantType::BF16 ? at::kBFloat16 : at::kHalf;
+        std::string op = "at::matmul";
+        if (node.op == ir::OpKind::Conv)
+            op = "at::convolution";
+        else if (node.op == ir::OpKind::Gemm && linearShaped(node, lq) &&
+                 node.attrs.getInt("transB", 0) != 0)
+            op = "at::linear";
+        plan.name = op + (wt == QuantType::BF16 ? " (bfloat16)" : " (float16)");
+        return plan;
+    }
+
+    if (!linearShaped(node, lq))
+        return std::nullopt;  // Conv in int8 / int4 / FP8: LibTorch has no such kernel
+    const at::Tensor view = weightView(node, lq.weightFloat);
+    const std::int64_t k = view.size(1);
+    const Granularity& wg = lq.weightGranularity;
+
+    const bool staticOk = c.actMode == ActMode::Static && lq.act.has_value();
+    if (wt == QuantType::Int8 && c.weightSymmetric && perChannelOrTensor(wg) &&
+        (staticOk || c.actMode == ActMode::Dynamic) &&
+        (c.actType == QuantType::Int8 || c.actType == QuantType::UInt8) && k <= kMaxInt8K) {
+        plan.kind = KernelKind::Int8;
+        plan.outliers = c.actMode == ActMode::Dynamic && c.outlierThreshold > 0.0;
+        plan.name = "at::_int_mm (int8 x int8 -> int32)";
+        if (plan.outliers)
+            plan.name += " + float32 GEMM of the fp16 outlier columns (LLM.int8)";
+        return plan;
+    }
+
+    if (isFp8(wt) && isFp8(c.actType) &&
+        !(wt == QuantType::FP8E5M2 && c.actType == QuantType::FP8E5M2) &&
+        wg.kind == Granularity::Kind::PerTensor &&
+        (staticOk ||
+         (c.actMode == ActMode::Dynamic &&
+          c.actGranularity.kind == Granularity::Kind::PerTensor))) {
+        plan.kind = KernelKind::Fp8;
+        plan.name = "at::_scaled_mm (" + std::string(fp8Name(c.actType)) + " x " +
+                    std::string(fp8Name(wt)) + " -> float32)";
+        return plan;
+    }
+
+    if (c.actMode != ActMode::Float)
+        return std::nullopt;
+    if (isInt4Codes(wt)) {
+        const auto kg = int4KernelGroup(wg, k);
+        if (!kg)
+            return std::nullopt;
+        plan.kind = KernelKind::Int4WeightOnly;
+        plan.kernelGroup = *kg;
+        plan.name = cuda ? "at::_weight_int4pack_mm" : "at::_weight_int4pack_mm_for_cpu";
+        plan.name += " (bfloat16 x int4, group " + std::to_string(*kg) + ")";
+        return plan;
+    }
+    if (wt == QuantType::Int8 && c.weightSymmetric && perChannelOrTensor(wg) && !cuda) {
+        plan.kind = KernelKind::Int8WeightOnly;
+        plan.name = "at::_weight_int8pack_mm (bfloat16 x int8)";
+        return plan;
+    }
+    return std::nullopt;
+}
+
+/// Activation qparams from the batch itself. Mirrors engine.cpp's dynamicQParams exactly (the
+/// RealKernel tests compare against the simulated hook, so a drift between the two fails them):
+/// per-token only for 2-D and 3-D inputs, per-tensor otherwise.
+QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
+{
+    if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
+        auto [lo, hi] = blockMinMax(x.reshape({-1, x.size(-1)}), Granularity::perToken());
+        return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perToken());
+    }
+    auto [lo, hi] = blockMinMax(x, Granularity::perTensor());
+    return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perTensor());
+}
+
+/// `t` [rows, cols] zero-padded to [rows', cols'].
+at::Tensor padTo(const at::Tensor& t, std::int64_t rows, std::int64_t cols, double value = 0.0)
+{
+    if (t.size(0) == rows && t.size(1) == cols)
+        return t;
+    return at::constant_pad_nd(t, {0, cols - t.size(1), 0, rows - t.size(0)}, value);
+}
+
+/// Weight codes of the int8 GEMM, padded to cuBLASLt's multiples, and their row sums (for the
+/// zero-point correction).
+struct Int8Weight {
+    at::Tensor codes;   ///< int8 [N', K'], contiguous: at::_int_mm reads its transpose
+    at::Tensor rowSum;  ///< int32 [N']: sum_k codes[n, k]
+};
+
+Int8Weight packInt8Weight(const at::Tensor& wCodes)
+{
+    Int8Weight w;
+    w.codes = padTo(wCodes.to(at::kChar), roundUp(wCodes.size(0), kInt8Multiple),
+                    roundUp(wCodes.size(1), kInt8Multiple))
+                  .contiguous();
+    w.rowSum = w.codes.sum(1, false, at::kInt);
+    return w;
+}
+
+/// acc[m, n] = sum_k (x[m, k] - zp[m]) * w[n, k] in int32, for n < `n`.
+///
+/// at::_int_mm multiplies int8 by int8 only, so uint8 activation codes are shifted into int8
+/// by flipping their top bit (u ^ 0x80 read as int8 is u - 128), and the shift and the zero
+/// point are folded into one exact correction per row:
+///   sum_k (x - zp) w = sum_k (x - 128) w + (128 - zp) * rowSum(w).
+/// Worked example: x = [200, 3], zp = 3, w = [2, -1]. Wanted (200 - 3) * 2 + (3 - 3) * -1 = 394.
+/// Shifted x - 128 = [72, -125]: 72 * 2 + (-125) * (-1) = 269; rowSum(w) = 1, (128 - 3) * 1 =
+/// 125; 269 + 125 = 394. int8 codes need no shift (the correction is -zp * rowSum, and nothing at
+/// all when zp is 0, as for symmetric activations: pass an undefined `xZeroPoint`). Every term
+/// stays within int32 for K <= kMaxInt8K.
+at::Tensor int8Accumulate(const at::Tensor& xCodes, const at::Tensor& xZeroPoint,
+                          const Int8Weight& w, std::int64_t n)
+{
+    const bool unsignedCodes = xCodes.scalar_type() == at::kByte;
+    const at::Tensor shifted =
+        unsignedCodes ? at::bitwise_xor(xCodes, 0x80).view(at::kChar) : xCodes;
+    const std::int64_t m = shifted.size(0);
+    // Only CUDA needs the extra rows: on CPU they would cost 5x at M = 1 (0.33 -> 1.67 ms for
+    // K = N = 4096).
+    const std::int64_t rows = shifted.is_cuda() ? std::max(m, kInt8MinRows) : m;
+    const at::Tensor a = padTo(shifted, rows, w.codes.size(1)).contiguous();
+    at::Tensor acc = at::_int_mm(a, w.codes.t()).narrow(0, 0, m).narrow(1, 0, n);
+    const std::int64_t shift = unsignedCodes ? 128 : 0;
+    if (!xZeroPoint.defined() && shift == 0)
+        return acc;
+    const at::Tensor offset =
+        xZeroPoint.defined() ? (shift - xZeroPoint.to(acc.device(), at::kLong)).to(at::kInt)
+                             : at::full({}, shift, acc.options());
+    const at::Tensor rowSum = w.rowSum.narrow(0, 0, n);
+    return offset.dim() == 0 ? acc + offset * rowSum
+                             : acc + offset.reshape({-1, 1}) * rowSum.unsqueeze(0);
+}
+
+/// Weights of one layer prepared for one kernel on one device.
+struct Prepared {
+    KernelPlan plan;
+    std::int64_t n = 0;           ///< output features
+    std::int64_t k = 0;           ///< input features
+    std::int64_t kPadded = 0;     ///< K as the kernel reads it
+    Int8Weight int8;              ///< Int8
+    at::Tensor weight;            ///< Fp8: fp8 [N', K']; Cast: 16-bit, layer layout; Int4: packed;
+                                  ///< Int8WeightOnly: int8 [N, K']
+    at::Tensor scale;             ///< Int8: float32 [N]; Fp8: float32 scalar; Int8WO: bf16 [N]
+    at::Tensor scaleAndZeros;     ///< Int4: bf16 [K' / group, N', 2]
+    at::Tensor weightHalf;        ///< Int8 with outliers: fp16-rounded float32 view [N, K]
+    at::Tensor smooth;            ///< SmoothQuant divisor per input channel (undefined: off)
+    std::optional<QParams> act;   ///< static activation qparams, on the device
+};
+
+/// Per-output-channel scale of a per-channel or per-tensor weight, as a float32 [N] vector.
+at::Tensor channelScale(const QParams& qp, std::int64_t n)
+{
+    const at::Tensor s = qp.scale.to(at::kFloat);
+    return s.dim() == 0 ? s.expand({n}).contiguous() : s.reshape({n});
+}
+
+QParams onDevice(const QParams& qp, c10::Device device)
+{
+    QParams out = qp;
+    out.scale = qp.scale.to(device);
+    out.zeroPoint = qp.zeroPoint.defined() ? qp.zeroPoint.to(device) : qp.zeroPoint;
+    return out;
+}
+
+/// Int4 weight-only: our codes q with zero point z mean w = (q - z) * s; the kernels read
+/// unsigned nibbles u in [0, 15] and compute w = (u - 8) * scale + zero. With u = q + offset
+/// (offset 8 for int4 / int2 codes, 0 for uint4): zero = (8 - offset - z) * s.
+/// Worked example: int4, s = 0.1, z = -3, q = 2: w = (2 + 3) * 0.1 = 0.5. The kernel gets
+/// u = 10 and zero = (8 - 8 + 3) * 0.1 = 0.3: (10 - 8) * 0.1 + 0.3 = 0.5. (torchao writes the
+/// same convention as zero = min + 8 * scale.) Scales and zeros are stored in bfloat16, as the
+/// kernels want.
+void prepareInt4(Prepared& p, const at::Tensor& view, const LayerQuant& lq, c10::Device device)
+{
+    const std::int64_t kg = p.plan.kernelGroup;
+    p.kPadded = roundUp(p.k, kg);
+    const std::int64_t nPadded = roundUp(p.n, kInt4NMultiple);
+    const std::int64_t offset = lq.config.weightType == QuantType::UInt4 ? 0 : 8;
+    const at::Tensor u = padTo(quantize(view, lq.weight).to(at::kInt) + offset, nPadded,
+                               p.kPadded, 8.0)
+                             .contiguous();
+
+    // Our scale blocks, [N, blocks], then one column per kernel group.
+    const Granularity& g = lq.weightGranularity;
+    at::Tensor s = lq.weight.scale.to(at::kFloat);
+    at::Tensor z = lq.weight.zeroPoint.defined() ? lq.weight.zeroPoint.to(at::kFloat)
+                                                 : at::zeros_like(s);
+    if (s.dim() == 0) {
+        s = s.expand({p.n, 1});
+        z = z.expand({p.n, 1});
+    }
+    s = s.reshape({p.n, -1});
+    z = z.reshape({p.n, -1});
+    const std::int64_t blocks = s.size(1);
+    const std::int64_t groups = p.kPadded / kg;
+    std::vector<std::int64_t> blockOf(static_cast<std::size_t>(groups));
+    for (std::int64_t j = 0; j < groups; ++j)
+        blockOf[static_cast<std::size_t>(j)] =
+            g.kind == Granularity::Kind::PerGroup ? std::min(j * kg / g.groupSize, blocks - 1)
+                                                  : 0;
+    const at::Tensor index = at::tensor(blockOf, at::kLong);
+    const at::Tensor sg = s.index_select(1, index);
+    const at::Tensor zero = (8.0 - static_cast<double>(offset) - z.index_select(1, index)) * sg;
+    // Padded output channels: scale 1, zero 0 (their outputs are dropped anyway).
+    const at::Tensor sPadded = padTo(sg, nPadded, groups, 1.0);
+    const at::Tensor zPadded = padTo(zero, nPadded, groups, 0.0);
+    p.scaleAndZeros =
+        at::stack({sPadded.t(), zPadded.t()}, 2).to(device, at::kBFloat16).contiguous();
+
+    // 8 inner k-tiles (16-byte loads) where K allows, as torchao's default.
+    const std::int64_t innerKTiles = p.kPadded % 128 == 0 ? 8 : (p.kPadded % 64 == 0 ? 4 : 2);
+    if (device.is_cuda()) {
+        // The CUDA packer reads bytes [N, K / 2], element 2k in the HIGH nibble (torchao's
+        // `(w[:, ::2] << 4) | w[:, 1::2]`), the opposite of ONNX / packInt4().
+        const at::Tensor bytes =
+            (u.slice(1, 0, p.kPadded, 2) * 16 + u.slice(1, 1, p.kPadded, 2)).to(at::kByte);
+        p.weight = at::_convert_weight_to_int4pack(bytes.to(device).contiguous(), innerKTiles);
+    } else {
+        p.weight = at::_convert_weight_to_int4pack_for_cpu(u, innerKTiles);
+    }
+}
+
+Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const KernelPlan& plan,
+                        c10::Device device)
+{
+    c10::InferenceMode guard;
+    Prepared p;
+    p.plan = plan;
+    if (lq.smooth.defined())
+        p.smooth = lq.smooth.to(device, at::kFloat);
+    if (lq.act)
+        p.act = onDevice(*lq.act, device);
+    if (plan.kind == KernelKind::Cast) {
+        p.weight = lq.weightFloat.to(device, plan.castType).contiguous();
+        return p;
+    }
+    const at::Tensor view = weightView(node, lq.weightFloat).to(at::kFloat);  // [N, K]
+    p.n = view.size(0);
+    p.k = view.size(1);
+    switch (plan.kind) {
+    case KernelKind::Int8: {
+        const Int8Weight w = packInt8Weight(quantize(view, lq.weight));
+        p.int8 = {w.codes.to(device), w.rowSum.to(device)};
+        p.kPadded = w.codes.size(1);
+        p.scale = channelScale(lq.weight, p.n).to(device);
+        if (plan.outliers)
+            p.weightHalf = view.to(at::kHalf).to(at::kFloat).to(device);
+        break;
+    }
+    case KernelKind::Fp8: {
+        // Zeros quantize to zero codes, so padding the float view pads the codes.
+        p.kPadded = roundUp(p.k, kFp8Multiple);
+        const at::Tensor padded = padTo(view, roundUp(p.n, kFp8Multiple), p.kPadded);
+        p.weight = quantize(padded, lq.weight).to(device).contiguous();
+        p.scale = lq.weight.scale.to(device, at::kFloat).reshape({});
+        break;
+    }
+    case KernelKind::Int4WeightOnly: prepareInt4(p, view, lq, device); break;
+    case KernelKind::Int8WeightOnly:
+        p.kPadded = roundUp(p.k, kInt8WeightOnlyKMultiple);
+        p.weight = padTo(quantize(view, lq.weight), p.n, p.kPadded).to(device).contiguous();
+        p.scale = channelScale(lq.weight, p.n).to(device, at::kBFloat16);
+        break;
+    case KernelKind::Cast: break;
+    }
+    return p;
+}
+
+/// y[m, n] = acc[m, n] * s_x[m] * s_w[n] (s_x a scalar or per row).
+at::Tensor scaleAccumulator(const at::Tensor& acc, const at::Tensor& xScale,
+                            const at::Tensor& wScale)
+{
+    at::Tensor y = acc.to(at::kFloat);
+    if (xScale.dim() == 0)
+        return y.mul_(xScale * wScale);
+    return y.mul_(xScale.reshape({-1, 1})).mul_(wScale);
+}
+
+/// The int8 path: activation codes exactly as the simulated hook makes them, then _int_mm.
+at::Tensor runInt8(const LayerQuant& lq, const Prepared& p, const at::Tensor& x,
+                   const at::Tensor& x2d)
+{
+    const LayerConfig& c = lq.config;
+    const auto codesAndScale = [&](const at::Tensor& rows, const QParams& qp) {
+        // Per-tensor qparams apply to any shape, per-token ones to the [tokens, K] rows.
+        const at::Tensor codes = quantize(rows, qp);
+        // Symmetric int8 codes have zero point 0: no correction (see int8Accumulate).
+        const bool noZero = qp.type == QuantType::Int8 && qp.symmetric;
+        const at::Tensor acc =
+            int8Accumulate(codes, noZero ? at::Tensor() : qp.zeroPoint, p.int8, p.n);
+        return scaleAccumulator(acc, qp.scale.to(acc.device(), at::kFloat), p.scale);
+    };
+    if (c.actMode == ActMode::Static)
+        return codesAndScale(x2d, *p.act);
+    if (!p.plan.outliers)
+        return codesAndScale(x2d, dynamicQParams(x, c));
+
+    // LLM.int8(): input columns with |x| above the threshold anywhere in the batch stay 16-bit.
+    // The simulated hook computes fq(regular) @ Wfq^T + fp16(outliers) @ W16^T in one float32
+    // GEMM; the int8 part here is exact, the outlier part the same float32 GEMM of
+    // fp16-rounded values over the (few) outlier columns.
+    std::vector<std::int64_t> dims;
+    for (std::int64_t d = 0; d + 1 < x.dim(); ++d)
+        dims.push_back(d);
+    const at::Tensor outlier = x.abs().amax(dims).gt(c.outlierThreshold);  // [K]
+    if (!outlier.any().item<bool>())
+        return codesAndScale(x2d, dynamicQParams(x, c));
+    const at::Tensor regular = x.masked_fill(outlier, 0.0);
+    at::Tensor y = codesAndScale(regular.reshape({-1, p.k}), dynamicQParams(regular, c));
+    const at::Tensor columns = outlier.nonzero().reshape({-1});
+    const at::Tensor xo = x2d.index_select(1, columns).to(at::kHalf).to(at::kFloat);
+    const at::Tensor wo = p.weightHalf.index_select(1, columns);
+    return y.add_(at::matmul(xo, wo.t()));
+}
+
+at::Tensor runFp8(const LayerQuant& lq, const Prepared& p, const at::Tensor& x,
+                  const at::Tensor& x2d)
+{
+    const QParams qp = lq.config.actMode == ActMode::Static ? *p.act
+                                                            : dynamicQParams(x, lq.config);
+    // Zeros quantize to zero codes: pad in float, then quantize.
+    const at::Tensor codes = quantize(padTo(x2d, x2d.size(0), p.kPadded), qp).contiguous();
+    const at::Tensor xScale = qp.scale.to(x.device(), at::kFloat).reshape({});
+    const at::Tensor y = at::_scaled_mm(codes, p.weight.t(), xScale, p.scale, std::nullopt,
+                                        std::nullopt, at::kFloat, false);
+    return y.narrow(1, 0, p.n);
+}
+
+at::Tensor runInt4(const Prepared& p, const at::Tensor& x2d)
+{
+    const at::Tensor a = padTo(x2d, x2d.size(0), p.kPadded).to(at::kBFloat16).contiguous();
+    const at::Tensor y =
+        a.is_cuda()
+            ? at::_weight_int4pack_mm(a, p.weight, p.plan.kernelGroup, p.scaleAndZeros)
+            : at::_weight_int4pack_mm_for_cpu(a, p.weight, p.plan.kernelGroup, p.scaleAndZeros);
+    return y.narrow(1, 0, p.n).to(at::kFloat);
+}
+
+at::Tensor runInt8WeightOnly(const Prepared& p, const at::Tensor& x2d)
+{
+    const at::Tensor a = padTo(x2d, x2d.size(0), p.kPadded).to(at::kBFloat16).contiguous();
+    return at::_weight_int8pack_mm(a, p.weight, p.scale).to(at::kFloat);
+}
+
+/// Divides by the SmoothQuant factors, per input channel (axis 1 of a Conv input, the last
+/// axis otherwise), as the simulated hook does.
+at::Tensor unsmooth(const ir::Node& node, const at::Tensor& x, const at::Tensor& smooth)
+{
+    if (!smooth.defined())
+        return x;
+    if (node.op != ir::OpKind::Conv)
+        return x / smooth;
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
+    shape[1] = -1;
+    return x / smooth.reshape(shape);
+}
+
+/// Runs a handled layer for real. Returns an undefined tensor when this batch cannot run on
+/// the kernel (the caller then simulates it).
+at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p,
+                   const std::vector<at::Tensor>& inputs, std::string& why)
+{
+    const at::Tensor x = unsmooth(node, inputs[0], p.smooth);
+    const at::Tensor bias = inputs.size() > 2 ? inputs[2] : at::Tensor();
+    if (p.plan.kind == KernelKind::Cast) {
+        // As autocast: every floating input of the op in 16 bits, one rounding of the output.
+        std::vector<at::Tensor> in16 = inputs;
+        in16[0] = x.to(p.plan.castType);
+        in16[1] = p.weight;
+        for (std::size_t i = 2; i < in16.size(); ++i)
+            if (in16[i].defined() && in16[i].is_floating_point())
+                in16[i] = in16[i].to(p.plan.castType);
+        return exec::runNode(node, in16, exec::ExecOptions{})[0].to(at::kFloat);
+    }
+    const bool gemmShapeOk = node.op == ir::OpKind::Gemm ? x.dim() == 2 : x.dim() >= 1;
+    if (!gemmShapeOk || x.size(-1) != p.k) {
+        why = "input of shape " + c10::str(x.sizes()) + " does not fit the kernel";
+        return {};
+    }
+    if (p.plan.outliers && x.dim() < 2) {
+        why = "LLM.int8() needs a batch of rows";
+        return {};
+    }
+    const at::Tensor x2d = x.reshape({-1, p.k}).to(at::kFloat);
+    at::Tensor y2d;
+    switch (p.plan.kind) {
+    case KernelKind::Int8: y2d = runInt8(lq, p, x, x2d); break;
+    case KernelKind::Fp8: y2d = runFp8(lq, p, x, x2d); break;
+    case KernelKind::Int4WeightOnly: y2d = runInt4(p, x2d); break;
+    case KernelKind::Int8WeightOnly: y2d = runInt8WeightOnly(p, x2d); break;
+    case KernelKind::Cast: break;
+    }
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+    shape.push_back(p.n);
+    at::Tensor y = y2d.reshape(shape);
+    if (bias.defined())
+        y = bias.dim() <= 1 ? y.add_(bias) : y + bias;
+    return y;
+}
+
+std::string firstLine(const std::string& text)
+{
+    return text.substr(0, text.find('\n'));
+}
+
+} // namespace
+
+struct RealKernelHook::Impl {
+    Impl(const QuantizedModel& m, c10::Device d) : model(m), device(d) {}
+
+    const Prepared& prepared(const ir::Node& node, const LayerQuant& lq, const KernelPlan& plan,
+                             c10::Device on)
+    {
+        const std::string key = node.name + "@" + on.str();
+        auto it = cache.find(key);
+        if (it == cache.end())
+            it = cache.emplace(key, prepareWeights(node, lq, plan, on)).first;
+        return it->second;
+    }
+
+    void simulate(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                  std::vector<at::Tensor>& outputs)
+    {
+        std::vector<at::Tensor> copy = inputs;
+        simulated->beforeNode(node, copy);
+        outputs = exec::runNode(node, copy, exec::ExecOptions{});
+    }
+
+    const QuantizedModel& model;
+    c10::Device device;
+    std::shared_ptr<exec::NodeHook> simulated;
+    std::map<std::string, std::string> planned;
+    std::map<std::string, std::string> ran;
+    std::map<std::string, std::string> disabled;  ///< layer -> kernel error
+    std::map<std::string, Prepared> cache;        ///< "layer@device" -> weights
+};
+
+RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device)
+    : m_impl(std::make_unique<Impl>(model, device))
+{
+    m_impl->simulated = makeQuantHook(model);
+    for (const auto& node : model.graph.nodes) {
+        auto it = model.layers.find(node.name);
+        if (it == model.layers.end())
+            continue;
+        const auto plan = planKernel(node, it->second, device);
+        if (!plan)
+            continue;
+        m_impl->planned[node.name] = plan->name;
+        // Pack the weights now, so that timed runs measure the kernels alone.
+        try {
+            m_impl->prepared(node, it->second, *plan, device);
+        } catch (const c10::Error& e) {
+            m_impl->disabled[node.name] = firstLine(e.what_without_backtrace());
+        }
+    }
+}
+
+RealKernelHook::~RealKernelHook() = default;
+
+void RealKernelHook::beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs)
+{
+    auto it = m_impl->model.layers.find(node.name);
+    if (it == m_impl->model.layers.end() || m_impl->planned.count(node.name))
+        return;
+    if (it->second.config.keepFloat) {
+        m_impl->ran[node.name] = "float32 (kept float)";
+        return;
+    }
+    m_impl->simulated->beforeNode(node, inputs);
+    m_impl->ran[node.name] = "simulated (fake-quant, float32)";
+}
+
+void RealKernelHook::afterNode(const ir::Node&, std::vector<at::Tensor>&) {}
+
+bool RealKernelHook::computeNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                                 std::vector<at::Tensor>& outputs)
+{
+    if (!m_impl->planned.count(node.name) || inputs.empty() || !inputs[0].defined())
+        return false;
+    const LayerQuant& lq = m_impl->model.layers.at(node.name);
+    const at::Tensor& x = inputs[0];
+    std::string why;
+    if (auto d = m_impl->disabled.find(node.name); d != m_impl->disabled.end()) {
+        why = d->second;
+    } else if (x.requires_grad() && at::GradMode::is_enabled()) {
+        why = "the input needs gradients, which the low-bit kernels do not have";
+    } else if (const auto plan = planKernel(node, lq, x.device()); !plan) {
+        why = "no real kernel for this layer on " + x.device().str();
+    } else {
+        try {
+            const Prepared& p = m_impl->prepared(node, lq, *plan, x.device());
+            at::Tensor y = runReal(node, lq, p, inputs, why);
+            if (y.defined()) {
+                outputs = {std::move(y)};
+                m_impl->ran[node.name] = plan->name;
+                return true;
+            }
+        } catch (const c10::Error& e) {
+            why = firstLine(e.what_without_backtrace());
+            m_impl->disabled[node.name] = why;
+        }
+    }
+    m_impl->simulate(node, inputs, outputs);
+    m_impl->ran[node.name] = "simulated (fake-quant, float32): " + why;
+    return true;
+}
+
+const std::map<std::string, std::string>& RealKernelHook::plannedKernels() const
+{
+    return m_impl->planned;
+}
+
+const std::map<std::string, std::string>& RealKernelHook::kernelsRun() const
+{
+    return m_impl->ran;
+}
+
+std::optional<std::string> realKernelFor(const ir::Node& node, const LayerQuant& layer,
+                                         c10::Device device)
+{
+    const auto plan = planKernel(node, layer, device);
+    if (!plan)
+        return std::nullopt;
+    return plan->name;
+}
+
+std::shared_ptr<RealKernelHook> makeRealKernelHook(const QuantizedModel& model,
+                                                   c10::Device device)
+{
+    return std::make_shared<RealKernelHook>(model, device);
+}
+
+at::Tensor int8MatmulAccumulate(const at::Tensor& xCodes, const at::Tensor& xZeroPoint,
+                                const at::Tensor& wCodes)
+{
+    TORCH_CHECK(xCodes.dim() == 2 && wCodes.dim() == 2 && xCodes.size(1) == wCodes.size(1),
+                "int8MatmulAccumulate: x [M, K] and w [N, K] expected, got ", xCodes.sizes(),
+                " and ", wCodes.sizes());
+    TORCH_CHECK(xCodes.scalar_type() == at::kByte || xCodes.scalar_type() == at::kChar,
+                "int8MatmulAccumulate: x codes must be uint8 or int8");
+    TORCH_CHECK(wCodes.scalar_type() == at::kChar, "int8MatmulAccumulate: w codes must be int8");
+    TORCH_CHECK(xCodes.size(1) <= kMaxInt8K, "int8MatmulAccumulate: K above ", kMaxInt8K,
+                " could overflow the int32 accumulator");
+    const Int8Weight w = packInt8Weight(wCodes.to(xCodes.device()));
+    return int8Accumulate(xCodes, xZeroPoint, w, wCodes.size(0)).contiguous();
+}
+
+} // namespace bitlens::quant

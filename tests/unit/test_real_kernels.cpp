@@ -1,0 +1,647 @@
+// Real low-bit kernels against the simulated hook: every supported (scheme, op) on CPU over
+// random shapes (1, 3, 17, 64 and 100 rows; K and N in 16..300), the exact int32 accumulator of
+// the int8 GEMM, the kernel names, layers that stay simulated, keep-float overrides, fallbacks.
+//
+// Tolerances, and why (y: simulated output; mag = sum_k |x_k| |w_nk|, the size of the terms;
+// the unit roundoff of bf16 is 2^-8, of fp16 2^-11):
+//  - int8 / FP8: both paths form the same products; the real one sums them exactly (int8) or
+//    in float32 (FP8), the simulated one in float32: max |real - sim| <= 1e-4 * max |y|.
+//  - fp16: autocast rounds the bias and the output once each (and the product once more where
+//    the bias is added separately, Gemm transB = 0): |real - sim| <= 2^-10 * (|y| + |bias|) +
+//    1e-5 * mag (float32 accumulation).
+//  - bf16: the same, 2^-7 * (|y| + |bias|), plus 2^-8 * mag: the CPU bf16 GEMM (oneDNN,
+//    AVX512-BF16, torch 2.13) also rounds partial sums over K to bf16, measured up to
+//    1.3e-3 * mag beyond the output rounding at K = 16, 5e-5 at K = 4096.
+//  - int4 weight-only (bf16 activations, scales and zeros): x rounds by 2^-8 * mag; each
+//    dequantized weight (u - 8) * scale + zero by up to 2^-8 * |w| + 2^-4 * scale (scale and
+//    zero round separately, |u - 8| and |zero / scale| <= 8); partial sums as the bf16 GEMM;
+//    the output by 2^-8: |real - sim| <= 3 * 2^-8 * mag + 2^-4 * sum_k |x_k| s_nk + 2^-8 * |y|.
+//  - int8 weight-only (bf16 activations and scales): |real - sim| <= 2^-7 * mag + 2^-8 * |y|.
+// The one-hot tests read every dequantized weight back alone, to well under one quantization
+// step, so a single misplaced code, group or zero point fails.
+
+#include "quant/real_kernels.h"
+
+#include "exec/executor.h"
+#include "quant/engine.h"
+#include "quant/scheme.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace bitlens;
+
+namespace {
+
+const c10::Device kCpu(c10::kCPU);
+const c10::Device kCuda(c10::kCUDA, 0);
+const std::vector<std::int64_t> kRows = {1, 3, 17, 64, 100};
+constexpr double kBf16Unit = 1.0 / 256.0;   // 2^-8, the unit roundoff of bfloat16
+constexpr double kFp16Unit = 1.0 / 2048.0;  // 2^-11
+
+/// The layer shapes BitLens quantizes with a linear kernel, and a convolution.
+enum class Op { Linear, GemmTransposed, MatMul2d, MatMul3d, Conv };
+const std::vector<Op> kLinearOps = {Op::Linear, Op::GemmTransposed, Op::MatMul2d, Op::MatMul3d};
+
+std::string opName(Op op)
+{
+    switch (op) {
+    case Op::Linear: return "Gemm(transB=1)";
+    case Op::GemmTransposed: return "Gemm(transB=0)";
+    case Op::MatMul2d: return "MatMul(2-D input)";
+    case Op::MatMul3d: return "MatMul(3-D input)";
+    case Op::Conv: return "Conv";
+    }
+    return "?";
+}
+
+/// A one-layer graph "layer" with K inputs and N outputs (Conv: K input channels of 5 x 5
+/// images, N output channels, 3 x 3 kernel, stride 2, padding 1, groups 1).
+ir::Graph oneLayer(Op op, std::int64_t k, std::int64_t n, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    ir::GraphBuilder g("one-layer");
+    const double wScale = 1.0 / std::sqrt(static_cast<double>(k));
+    const at::Tensor bias = at::randn({n}, gen) * 0.5;
+    switch (op) {
+    case Op::Linear: {
+        auto x = g.input("x", {-1, k});
+        g.output(g.linear("layer", x, at::randn({n, k}, gen) * wScale, bias));
+        break;
+    }
+    case Op::GemmTransposed: {
+        auto x = g.input("x", {-1, k});
+        auto w = g.constant("layer.weight", at::randn({k, n}, gen) * wScale);
+        auto b = g.constant("layer.bias", bias);
+        ir::Attributes attrs;
+        attrs.set("transB", std::int64_t{0});
+        g.output(g.node("layer", ir::OpKind::Gemm, {x, w, b}, attrs));
+        break;
+    }
+    case Op::MatMul2d:
+    case Op::MatMul3d: {
+        auto x = op == Op::MatMul2d ? g.input("x", {-1, k}) : g.input("x", {-1, 3, k});
+        auto w = g.constant("layer.weight", at::randn({k, n}, gen) * wScale);
+        g.output(g.matmul("layer", x, w));
+        break;
+    }
+    case Op::Conv: {
+        auto x = g.input("x", {-1, k, 5, 5});
+        g.output(g.conv2d("layer", x, at::randn({n, k, 3, 3}, gen) * wScale / 3.0, bias,
+                          {.stride = 2, .padding = 1}));
+        break;
+    }
+    }
+    return g.build().value();
+}
+
+/// Random inputs for `op` with `rows` rows: normal, off-centre so that asymmetric
+/// activations get a non-trivial zero point.
+at::Tensor inputs(Op op, std::int64_t rows, std::int64_t k, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    if (op == Op::MatMul3d)
+        return at::randn({rows, 3, k}, gen) * 1.5 + 0.3;
+    if (op == Op::Conv)
+        return at::randn({rows, k, 5, 5}, gen) * 1.5 + 0.3;
+    return at::randn({rows, k}, gen) * 1.5 + 0.3;
+}
+
+quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec,
+                               const at::Tensor& calib)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << spec;
+    auto model = quant::prepare(graph, *scheme, calib);
+    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+const ir::Node& nodeNamed(const ir::Graph& graph, const std::string& name)
+{
+    return *std::find_if(graph.nodes.begin(), graph.nodes.end(),
+                         [&](const ir::Node& n) { return n.name == name; });
+}
+
+struct Runs {
+    at::Tensor simulated;
+    at::Tensor real;
+    std::map<std::string, std::string> kernels;
+};
+
+/// Runs `model` on `x` with the simulated hook and with the real-kernel hook.
+Runs runBoth(const quant::QuantizedModel& model, const at::Tensor& x)
+{
+    c10::InferenceMode guard;
+    Runs r;
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    r.simulated = simulated.run({x}).value().front();
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    auto out = real.run({x});
+    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.error().userMessage());
+    r.real = out.ok() ? out->front() : at::zeros_like(r.simulated);
+    r.kernels = hook->kernelsRun();
+    return r;
+}
+
+/// sum_k |x_k| |w_nk| for the one layer of `graph` (same layout as its output).
+at::Tensor magnitude(const ir::Graph& graph, const at::Tensor& x)
+{
+    const ir::Node& node = nodeNamed(graph, "layer");
+    const at::Tensor w = *graph.initializer(node.inputs[1]);
+    std::vector<at::Tensor> in = {x.abs(), w.abs()};
+    return exec::runNode(node, in, exec::ExecOptions{})[0];
+}
+
+at::Tensor biasOf(const ir::Graph& graph)
+{
+    const ir::Node& node = nodeNamed(graph, "layer");
+    if (node.inputs.size() < 3)
+        return at::zeros({});
+    at::Tensor b = *graph.initializer(node.inputs[2]);
+    return node.op == ir::OpKind::Conv ? b.reshape({-1, 1, 1}) : b;
+}
+
+/// Draws K and N in 16..300 (K a multiple of `kMultiple`).
+std::pair<std::int64_t, std::int64_t> drawShape(std::mt19937& rng, std::int64_t kMultiple = 1)
+{
+    std::uniform_int_distribution<std::int64_t> dist(16, 300);
+    const std::int64_t k = std::max<std::int64_t>(dist(rng) / kMultiple, 1) * kMultiple;
+    return {k, dist(rng)};
+}
+
+/// Runs `spec` on every op and row count with random shapes, and checks each real output
+/// against the simulated one with `check`.
+template <typename Check>
+void forEachCase(const std::string& spec, const std::vector<Op>& ops, std::uint64_t seed,
+                 const std::string& kernelPrefix, Check check)
+{
+    std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    for (Op op : ops) {
+        for (std::int64_t rows : kRows) {
+            const auto [k, n] = drawShape(rng);
+            const std::uint64_t caseSeed = rng();
+            SCOPED_TRACE(spec + " " + opName(op) + " rows " + std::to_string(rows) + " K " +
+                         std::to_string(k) + " N " + std::to_string(n) + " seed " +
+                         std::to_string(caseSeed));
+            const ir::Graph graph = oneLayer(op, k, n, caseSeed);
+            const auto model = prepared(graph, spec, inputs(op, 200, k, caseSeed + 1));
+            const at::Tensor x = inputs(op, rows, k, caseSeed + 2);
+            const Runs r = runBoth(model, x);
+            ASSERT_EQ(r.kernels.count("layer"), 1u);
+            EXPECT_EQ(r.kernels.at("layer").rfind(kernelPrefix, 0), 0u) << r.kernels.at("layer");
+            ASSERT_EQ(r.real.sizes(), r.simulated.sizes());
+            ASSERT_EQ(r.real.scalar_type(), at::kFloat);
+            check(graph, model, x, r);
+        }
+    }
+}
+
+/// max |real - sim| <= 1e-4 * max |sim|.
+void expectFloatRounding(const ir::Graph&, const quant::QuantizedModel&, const at::Tensor&,
+                         const Runs& r)
+{
+    const double diff = (r.real - r.simulated).abs().max().item<double>();
+    const double scale = r.simulated.abs().max().item<double>();
+    EXPECT_LE(diff, 1e-4 * scale) << "max |y| " << scale;
+}
+
+/// Elementwise |real - sim| <= bound; reports the worst element.
+void expectWithin(const Runs& r, const at::Tensor& bound)
+{
+    const at::Tensor excess = (r.real - r.simulated).abs() - bound;
+    const double worst = excess.max().item<double>();
+    EXPECT_LE(worst, 0.0) << "worst element exceeds its bound by " << worst << "; max diff "
+                          << (r.real - r.simulated).abs().max().item<double>();
+}
+
+/// The per-weight scale s_nk of a weight-only layer, [N, K] as weightView.
+at::Tensor scalePerWeight(const quant::LayerQuant& lq, std::int64_t n, std::int64_t k)
+{
+    at::Tensor s = lq.weight.scale.to(at::kFloat);
+    if (s.dim() == 0)
+        return s.expand({n, k});
+    if (lq.weightGranularity.kind != quant::Granularity::Kind::PerGroup)
+        return s.reshape({n, 1}).expand({n, k});
+    return s.repeat_interleave(lq.weightGranularity.groupSize, 1).slice(1, 0, k);
+}
+
+/// sum_k |x_k| s_nk, shaped like the layer's output.
+at::Tensor scaleMagnitude(const ir::Graph& graph, const quant::QuantizedModel& model,
+                          const at::Tensor& x)
+{
+    const ir::Node& node = nodeNamed(graph, "layer");
+    const auto& lq = model.layers.at("layer");
+    const at::Tensor view = quant::weightView(node, lq.weightFloat);
+    const at::Tensor s = scalePerWeight(lq, view.size(0), view.size(1));
+    const at::Tensor x2d = x.reshape({-1, view.size(1)}).abs();
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+    shape.push_back(view.size(0));
+    return at::matmul(x2d, s.t()).reshape(shape);
+}
+
+} // namespace
+
+// --- the int8 GEMM: exact -----------------------------------------------------------------------
+
+TEST(RealKernelInt8, AccumulatorEqualsInt64MatmulOfTheCodes)
+{
+    const std::uint64_t seed = 20240601;
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    for (std::int64_t m : {1, 2, 3, 16, 17, 64, 100}) {
+        for (auto [k, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+                 {1, 1}, {7, 5}, {16, 16}, {17, 33}, {63, 127}, {300, 257}}) {
+            SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                         std::to_string(n));
+            const at::Tensor w = at::randint(-128, 128, {n, k}, gen, at::kChar);
+            const at::Tensor xu = at::randint(0, 256, {m, k}, gen, at::kByte);
+            const at::Tensor xs = at::randint(-128, 128, {m, k}, gen, at::kChar);
+            const at::Tensor wRef = w.to(at::kLong).t();
+            // uint8, per-tensor zero point, including 0 and 255.
+            for (std::int64_t zp : {0, 3, 128, 255}) {
+                const at::Tensor z = at::full({}, zp, at::kLong);
+                const at::Tensor acc = quant::int8MatmulAccumulate(xu, z, w);
+                ASSERT_EQ(acc.scalar_type(), at::kInt);
+                EXPECT_TRUE(at::equal(acc.to(at::kLong), at::matmul(xu.to(at::kLong) - zp, wRef)))
+                    << "uint8 zp " << zp;
+            }
+            // uint8 and int8 per-token zero points; no zero point (0).
+            const at::Tensor zu = at::randint(0, 256, {m}, gen, at::kLong);
+            EXPECT_TRUE(at::equal(quant::int8MatmulAccumulate(xu, zu, w).to(at::kLong),
+                                  at::matmul(xu.to(at::kLong) - zu.unsqueeze(1), wRef)));
+            const at::Tensor zs = at::randint(-128, 128, {m}, gen, at::kLong);
+            EXPECT_TRUE(at::equal(quant::int8MatmulAccumulate(xs, zs, w).to(at::kLong),
+                                  at::matmul(xs.to(at::kLong) - zs.unsqueeze(1), wRef)));
+            EXPECT_TRUE(at::equal(quant::int8MatmulAccumulate(xs, at::Tensor(), w).to(at::kLong),
+                                  at::matmul(xs.to(at::kLong), wRef)));
+            EXPECT_TRUE(at::equal(quant::int8MatmulAccumulate(xu, at::Tensor(), w).to(at::kLong),
+                                  at::matmul(xu.to(at::kLong), wRef)));
+        }
+    }
+}
+
+TEST(RealKernelInt8, AccumulatorHoldsTheExtremesAtTheLargestK)
+{
+    // K = 65535 with codes at the ends of their ranges: |acc| reaches 255 * 128 * 65535 =
+    // 2139095040, just under 2^31.
+    const std::int64_t k = 65535;
+    const at::Tensor w = at::full({8, k}, -128, at::kChar);
+    for (auto [code, zp] : std::vector<std::pair<std::int64_t, std::int64_t>>{{255, 0}, {0, 255}}) {
+        const at::Tensor x = at::full({17, k}, code, at::kByte);
+        const at::Tensor acc = quant::int8MatmulAccumulate(x, at::full({}, zp, at::kLong), w);
+        EXPECT_EQ(acc[0][0].item<std::int64_t>(), (code - zp) * -128 * k);
+        EXPECT_EQ(acc[16][7].item<std::int64_t>(), (code - zp) * -128 * k);
+    }
+}
+
+// --- every supported scheme against the simulated hook ---------------------------------------
+
+TEST(RealKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
+{
+    const std::string kernel = "at::_int_mm (int8 x int8 -> int32)";
+    std::uint64_t seed = 100;
+    for (const char* spec :
+         {"dynamic-int8", "dynamic-int8:act-per=token", "static-int8", "static-int8:per=tensor",
+          "smoothquant-int8", "dynamic-int8:act=int8,act-sym=false",
+          "static-int8:act=int8,act-sym=true", "static-int8:act-sym=true"}) {
+        forEachCase(spec, kLinearOps, seed++, kernel, expectFloatRounding);
+    }
+}
+
+TEST(RealKernelInt8, LlmInt8WithAndWithoutOutlierColumns)
+{
+    const std::string kernel = "at::_int_mm (int8 x int8 -> int32) + float32 GEMM";
+    for (bool outliers : {false, true}) {
+        std::mt19937 rng(outliers ? 7u : 8u);
+        for (Op op : kLinearOps) {
+            for (std::int64_t rows : kRows) {
+                const auto [k, n] = drawShape(rng);
+                const std::uint64_t caseSeed = rng();
+                SCOPED_TRACE(opName(op) + " rows " + std::to_string(rows) + " K " +
+                             std::to_string(k) + " N " + std::to_string(n) + " seed " +
+                             std::to_string(caseSeed) + (outliers ? " with" : " without") +
+                             " outliers");
+                const ir::Graph graph = oneLayer(op, k, n, caseSeed);
+                const auto model = prepared(graph, "llm-int8", at::Tensor());
+                at::Tensor x = inputs(op, rows, k, caseSeed + 2).clamp(-5.0, 5.0);
+                if (outliers) {
+                    x.select(-1, 1).mul_(10.0).add_(7.0);  // max |x| of columns 1 and K-1 > 6
+                    x.select(-1, k - 1).mul_(20.0);
+                }
+                const Runs r = runBoth(model, x);
+                EXPECT_EQ(r.kernels.at("layer").rfind(kernel, 0), 0u) << r.kernels.at("layer");
+                expectFloatRounding(graph, model, x, r);
+            }
+        }
+    }
+}
+
+TEST(RealKernelFp8, E4M3MatchesTheSimulatedOutputToFloatRounding)
+{
+    forEachCase("fp8-e4m3", kLinearOps, 200,
+                "at::_scaled_mm (float8_e4m3fn x float8_e4m3fn -> float32)",
+                expectFloatRounding);
+}
+
+TEST(RealKernelHalf, Bf16AndFp16MatchAutocastRounding)
+{
+    std::uint64_t seed = 300;
+    for (const char* spec : {"bf16", "fp16"}) {
+        const bool bf16 = std::string(spec) == "bf16";
+        std::vector<Op> ops = kLinearOps;
+        ops.push_back(Op::Conv);
+        forEachCase(spec, ops, seed++, "at::",
+                    [&](const ir::Graph& graph, const quant::QuantizedModel&, const at::Tensor& x,
+                        const Runs& r) {
+                        const at::Tensor bound =
+                            (bf16 ? 2 * kBf16Unit : 2 * kFp16Unit) *
+                                (r.simulated.abs() + biasOf(graph).abs()) +
+                            (bf16 ? kBf16Unit : 1e-5) * magnitude(graph, x);
+                        expectWithin(r, bound);
+                    });
+    }
+}
+
+TEST(RealKernelInt4, WeightOnlyInt4MatchesWithinBf16Tolerance)
+{
+    std::uint64_t seed = 400;
+    for (const char* spec :
+         {"w4-int4:group=32", "w4-int4", "w4-int4:group=128", "w4-int4:group=256",
+          "w4-int4:group=96", "w4-int4:per=channel", "w4-int4:sym=true", "w4-int4:weight=uint4",
+          "w4-int4:weight=int2"}) {
+        forEachCase(spec, kLinearOps, seed++, "at::_weight_int4pack_mm_for_cpu (bfloat16 x int4",
+                    [&](const ir::Graph& graph, const quant::QuantizedModel& model,
+                        const at::Tensor& x, const Runs& r) {
+                        const at::Tensor bound = 3 * kBf16Unit * magnitude(graph, x) +
+                                                 (1.0 / 16.0) * scaleMagnitude(graph, model, x) +
+                                                 kBf16Unit * r.simulated.abs();
+                        expectWithin(r, bound);
+                    });
+    }
+}
+
+TEST(RealKernelInt4, MatchesTheKernelsOwnDequantizedWeightsTightly)
+{
+    // The same product in float32 from what the kernel is given (bf16 activations, bf16 scale
+    // and zero per group, codes u = q + 8): only the kernel's own rounding remains, the output
+    // (2^-8 relative) and its bf16 partial sums (measured under 8.5e-4 * mag; 2^-9 allowed). A
+    // wrong group mapping or zero convention would be off by whole quantization steps.
+    const std::uint64_t seed = 410;
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (std::int64_t group : {32, 64, 128}) {
+        const std::int64_t k = 4 * group + (group == 64 ? 17 : 0), n = 40;
+        const ir::Graph graph =
+            oneLayer(Op::Linear, k, n, seed + static_cast<std::uint64_t>(group));
+        const auto model = prepared(graph, "w4-int4:group=" + std::to_string(group), at::Tensor());
+        const auto& lq = model.layers.at("layer");
+        const at::Tensor x = inputs(Op::Linear, 33, k, seed);
+        const Runs r = runBoth(model, x);
+
+        const at::Tensor q = quant::quantize(lq.weightFloat, lq.weight).to(at::kFloat);  // [N, K]
+        const at::Tensor s = scalePerWeight(lq, n, k);
+        const at::Tensor z = lq.weight.zeroPoint.to(at::kFloat)
+                                 .repeat_interleave(group, 1)
+                                 .slice(1, 0, k);
+        const auto bf16 = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
+        const at::Tensor wKernel = q * bf16(s) + bf16(-z * s);  // (u - 8) * scale + zero
+        const at::Tensor xb = bf16(x);
+        const at::Tensor ref = at::matmul(xb, wKernel.t()) + *graph.initializer("layer.bias");
+        const at::Tensor bound = kBf16Unit * ref.abs() +
+                                 (kBf16Unit / 2) * at::matmul(xb.abs(), wKernel.abs().t());
+        const at::Tensor excess = (r.real - ref).abs() - bound;
+        EXPECT_LE(excess.max().item<double>(), 0.0) << "group " << group;
+    }
+}
+
+TEST(RealKernelInt4, OneHotRowsReadEveryDequantizedWeightBack)
+{
+    // Row k of the identity picks column k of the weights: the real output is then each
+    // dequantized weight as the kernel sees it, (u - 8) * bf16(s) + bf16(zero) rounded to bf16,
+    // and the simulated one (q - z) * s. They differ by the bf16 roundings only:
+    // |real - sim| <= 2^-4 * s_nk + 2^-8 * |w_nk|, under 0.13 of a quantization step s_nk
+    // (|w| <= 15 s), so a single misplaced code, group or zero point fails. int8 weight-only
+    // (w = bf16(q * bf16(s))): 2^-7 * |w|, under one step.
+    std::mt19937 rng(420);
+    for (const char* spec :
+         {"w4-int4:group=32", "w4-int4", "w4-int4:group=128", "w4-int4:group=256",
+          "w4-int4:group=96", "w4-int4:per=channel", "w4-int4:sym=true", "w4-int4:weight=uint4",
+          "w4-int4:weight=int2", "w4-int4:weight=int8,sym=true,per=channel",
+          "w4-int4:weight=int8,sym=true,per=tensor"}) {
+        for (Op op : {Op::Linear, Op::GemmTransposed, Op::MatMul2d}) {
+            const auto [k, n] = drawShape(rng);
+            const std::uint64_t caseSeed = rng();
+            SCOPED_TRACE(std::string(spec) + " " + opName(op) + " K " + std::to_string(k) +
+                         " N " + std::to_string(n) + " seed " + std::to_string(caseSeed));
+            const ir::Graph graph = oneLayer(op, k, n, caseSeed);
+            const auto model = prepared(graph, spec, at::Tensor());
+            const auto& lq = model.layers.at("layer");
+            const Runs r = runBoth(model, at::eye(k));
+            EXPECT_NE(r.kernels.at("layer").find("pack_mm"), std::string::npos)
+                << r.kernels.at("layer");
+            const at::Tensor view = quant::weightView(nodeNamed(graph, "layer"), lq.weightFq);
+            const bool int8 = lq.config.weightType == quant::QuantType::Int8;
+            const at::Tensor bound =
+                int8 ? 2 * kBf16Unit * view.abs().t()
+                     : (1.0 / 16.0) * scalePerWeight(lq, n, k).t() + kBf16Unit * view.abs().t();
+            expectWithin(r, bound);
+        }
+    }
+}
+
+TEST(RealKernelInt8WeightOnly, MatchesWithinBf16Tolerance)
+{
+    forEachCase("w4-int4:weight=int8,sym=true,per=channel", kLinearOps, 500,
+                "at::_weight_int8pack_mm (bfloat16 x int8)",
+                [&](const ir::Graph& graph, const quant::QuantizedModel&, const at::Tensor& x,
+                    const Runs& r) {
+                    expectWithin(r, 2 * kBf16Unit * magnitude(graph, x) +
+                                        kBf16Unit * r.simulated.abs());
+                });
+}
+
+// --- names, and what stays simulated ------------------------------------------------------------
+
+TEST(RealKernelFor, NamesTheKernelOrNothing)
+{
+    struct Expect {
+        std::string spec;
+        Op op;
+        c10::Device device;
+        std::optional<std::string> kernel;
+    };
+    const std::optional<std::string> none;
+    const std::string int8 = "at::_int_mm (int8 x int8 -> int32)";
+    const std::vector<Expect> table = {
+        {"dynamic-int8", Op::Linear, kCpu, int8},
+        {"dynamic-int8", Op::MatMul2d, kCuda, int8},
+        {"static-int8", Op::GemmTransposed, kCpu, int8},
+        {"smoothquant-int8", Op::Linear, kCpu, int8},
+        {"llm-int8", Op::Linear, kCpu,
+         int8 + " + float32 GEMM of the fp16 outlier columns (LLM.int8)"},
+        {"fp8-e4m3", Op::Linear, kCuda,
+         "at::_scaled_mm (float8_e4m3fn x float8_e4m3fn -> float32)"},
+        {"fp8-e5m2", Op::Linear, kCuda, none},  // E5M2 x E5M2: no kernel
+        {"bf16", Op::Linear, kCpu, "at::linear (bfloat16)"},
+        {"fp16", Op::MatMul3d, kCpu, "at::matmul (float16)"},
+        {"bf16", Op::Conv, kCuda, "at::convolution (bfloat16)"},
+        {"fp16", Op::GemmTransposed, kCpu, "at::matmul (float16)"},
+        {"w4-int4", Op::Linear, kCpu,
+         "at::_weight_int4pack_mm_for_cpu (bfloat16 x int4, group 64)"},
+        {"w4-int4:group=256", Op::MatMul2d, kCuda,
+         "at::_weight_int4pack_mm (bfloat16 x int4, group 256)"},
+        {"w4-int4:group=96", Op::Linear, kCpu,
+         "at::_weight_int4pack_mm_for_cpu (bfloat16 x int4, group 32)"},
+        {"w4-int4:group=16", Op::Linear, kCpu, none},  // below the kernels' smallest group
+        {"w4-int4:weight=int8,sym=true,per=channel", Op::Linear, kCpu,
+         "at::_weight_int8pack_mm (bfloat16 x int8)"},
+        {"w4-int4:weight=int8,sym=true,per=channel", Op::Linear, kCuda, none},
+        {"w4-int4:weight=int8,per=channel", Op::Linear, kCpu, none},  // asymmetric int8
+        {"dynamic-int8:sym=false", Op::Linear, kCpu, none},
+        {"dynamic-int8:group=64", Op::Linear, kCpu, none},  // per-group int8 weights
+        {"w4-nf4", Op::Linear, kCpu, none},
+        {"w4-fp4", Op::Linear, kCpu, none},
+        {"static-w4a8", Op::Linear, kCpu, none},
+        {"static-int8", Op::Conv, kCpu, none},
+        {"dynamic-int8", Op::Conv, kCuda, none},
+        {"w4-int4", Op::Conv, kCpu, none},
+        {"fp8-e4m3", Op::Conv, kCuda, none},
+        {"dynamic-int8", Op::Linear, c10::Device(c10::kMeta), none},
+    };
+    for (const auto& e : table) {
+        SCOPED_TRACE(e.spec + " " + opName(e.op) + " on " + e.device.str());
+        const ir::Graph graph = oneLayer(e.op, 64, 24, 600);
+        const auto model = prepared(graph, e.spec, inputs(e.op, 50, 64, 601));
+        EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"), model.layers.at("layer"),
+                                       e.device),
+                  e.kernel);
+    }
+}
+
+/// conv -> relu -> flatten -> fc1 -> relu -> fc2, as the demo models.
+ir::Graph convNet(std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    ir::GraphBuilder g("net");
+    auto x = g.input("x", {-1, 1, 8, 8});
+    x = g.conv2d("conv", x, at::randn({8, 1, 3, 3}, gen) * 0.5, at::randn({8}, gen) * 0.1,
+                 {.stride = 1, .padding = 1});
+    x = g.unary("relu", ir::OpKind::Relu, x);
+    x = g.maxPool("pool", x, 2, 2);
+    x = g.flatten("flat", x);
+    x = g.linear("fc1", x, at::randn({32, 128}, gen) * 0.1, at::randn({32}, gen) * 0.1);
+    x = g.unary("fc1.relu", ir::OpKind::Relu, x);
+    x = g.linear("fc2", x, at::randn({10, 32}, gen) * 0.2, at::zeros({10}));
+    g.output(x);
+    return g.build().value();
+}
+
+TEST(RealKernelHook, StaticInt8ConvStaysSimulatedAndEqualsTheSimulatedOutputExactly)
+{
+    const ir::Graph graph = convNet(700);
+    at::Generator gen = at::detail::createCPUGenerator(701);
+    const auto model = prepared(graph, "static-int8", at::rand({200, 1, 8, 8}, gen));
+    const ir::Node& conv = nodeNamed(model.graph, "conv");
+    EXPECT_FALSE(quant::realKernelFor(conv, model.layers.at("conv"), kCpu).has_value());
+
+    c10::InferenceMode guard;
+    const at::Tensor x = at::rand({17, 1, 8, 8}, gen);
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    const auto sim = simulated.runAll({x}).value();
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    const auto out = real.runAll({x}).value();
+    EXPECT_TRUE(at::equal(out.at(conv.outputs[0]), sim.at(conv.outputs[0])));
+    const auto& ran = hook->kernelsRun();
+    EXPECT_EQ(ran.at("conv"), "simulated (fake-quant, float32)");
+    EXPECT_EQ(ran.at("fc1"), "at::_int_mm (int8 x int8 -> int32)");
+    EXPECT_EQ(ran.at("fc2"), "at::_int_mm (int8 x int8 -> int32)");
+    EXPECT_EQ(hook->plannedKernels().count("conv"), 0u);
+    const at::Tensor y = out.at(model.graph.outputs[0].name);
+    const at::Tensor ySim = sim.at(model.graph.outputs[0].name);
+    EXPECT_LE((y - ySim).abs().max().item<double>(), 1e-4 * ySim.abs().max().item<double>());
+}
+
+TEST(RealKernelHook, KeepFloatOverridesStayFloat)
+{
+    const ir::Graph graph = convNet(710);
+    auto scheme = quant::parseScheme("dynamic-int8").value();
+    scheme.overrides["fc2"] = std::nullopt;
+    scheme.overrides["conv"] = std::nullopt;
+    const auto model = quant::prepare(graph, scheme, at::Tensor()).value();
+    EXPECT_FALSE(quant::realKernelFor(nodeNamed(model.graph, "fc2"), model.layers.at("fc2"), kCpu)
+                     .has_value());
+
+    c10::InferenceMode guard;
+    at::Generator gen = at::detail::createCPUGenerator(711);
+    const at::Tensor x = at::rand({64, 1, 8, 8}, gen);
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    const auto sim = simulated.runAll({x}).value();
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    const auto out = real.runAll({x}).value();
+    // The float conv runs as the float executor runs it: bit for bit.
+    exec::Executor floatRun(model.graph);
+    const auto ref = floatRun.runAll({x}).value();
+    EXPECT_TRUE(at::equal(out.at("conv"), ref.at("conv")));
+    const auto& ran = hook->kernelsRun();
+    EXPECT_EQ(ran.at("conv"), "float32 (kept float)");
+    EXPECT_EQ(ran.at("fc1"), "at::_int_mm (int8 x int8 -> int32)");
+    EXPECT_EQ(ran.at("fc2"), "float32 (kept float)");
+    const at::Tensor y = out.at(model.graph.outputs[0].name);
+    const at::Tensor ySim = sim.at(model.graph.outputs[0].name);
+    EXPECT_LE((y - ySim).abs().max().item<double>(), 1e-4 * ySim.abs().max().item<double>());
+}
+
+TEST(RealKernelHook, InputsThatNeedGradientsFallBackToTheSimulatedPathAndSayWhy)
+{
+    const ir::Graph graph = oneLayer(Op::Linear, 48, 20, 720);
+    auto model = prepared(graph, "dynamic-int8", at::Tensor());
+    // prepare() works in inference mode; autograd may not save its tensors for backward.
+    auto& lq = model.layers.at("layer");
+    lq.weightFq = lq.weightFq.clone();
+    at::Generator gen = at::detail::createCPUGenerator(721);
+    const at::Tensor x = at::randn({5, 48}, gen).requires_grad_(true);
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    // forward(), unlike run(), keeps autograd on (training loops use it).
+    const at::Tensor y = real.forward({x}).front();
+    EXPECT_TRUE(at::equal(y, simulated.forward({x}).front()));
+    EXPECT_EQ(hook->kernelsRun().at("layer"),
+              "simulated (fake-quant, float32): the input needs gradients, which the low-bit "
+              "kernels do not have");
+    y.sum().backward();
+    EXPECT_TRUE(x.grad().defined());
+}
+
+TEST(RealKernelHook, AnInputThatDoesNotFitIsReportedAsTheExecutorReportsIt)
+{
+    const ir::Graph graph = oneLayer(Op::Linear, 48, 20, 730);
+    const auto model = prepared(graph, "dynamic-int8", at::Tensor());
+    c10::InferenceMode guard;
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    exec::Executor real(model.graph);
+    real.addHook(quant::makeRealKernelHook(model, kCpu));
+    const at::Tensor x = at::randn({5, 47});
+    auto a = simulated.run({x});
+    auto b = real.run({x});
+    ASSERT_FALSE(a.ok());
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.error().code, a.error().code);
+    EXPECT_EQ(b.error().message, a.error().message);
+}
