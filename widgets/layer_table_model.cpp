@@ -1,8 +1,12 @@
 #include "layer_table_model.h"
 
+#include <QBrush>
+#include <QFont>
 #include <QStringList>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace bitlens::widgets {
 
@@ -22,6 +26,26 @@ qint64 elementCount(const std::vector<std::int64_t>& shape)
     for (const std::int64_t dim : shape)
         count *= dim < 0 ? 1 : dim;
     return count;
+}
+
+/// A report number that may be null (exact match, written as null in report.json).
+std::optional<double> optionalNumber(const nlohmann::json& value)
+{
+    if (value.is_number())
+        return value.get<double>();
+    return std::nullopt;
+}
+
+QString dbText(std::optional<double> db)
+{
+    return db ? QString::number(*db, 'f', 1) : LayerTableModel::tr("exact");
+}
+
+bool isNumberColumn(int column)
+{
+    return column == LayerTableModel::Params || column == LayerTableModel::Bytes ||
+           column == LayerTableModel::SqnrLocal || column == LayerTableModel::SqnrAccumulated ||
+           column == LayerTableModel::BytesQuantized;
 }
 
 } // namespace
@@ -44,10 +68,29 @@ QString bytesText(std::int64_t bytes) { return QString::fromStdString(formatByte
 
 LayerTableModel::LayerTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
+QColor LayerTableModel::heatColor(std::optional<double> sqnrDb)
+{
+    if (!sqnrDb || *sqnrDb > kSqnrGreen)
+        return QColor(0x9b, 0xe0, 0x9b);
+    if (*sqnrDb >= kSqnrRed)
+        return QColor(0xff, 0xd0, 0x80);
+    return QColor(0xf4, 0x9a, 0x9a);
+}
+
+QString LayerTableModel::heatLegend()
+{
+    return tr("Accumulated SQNR (everything up to this layer quantized): green above %1 dB or "
+              "exact, amber %2-%1 dB, red below %2 dB. Higher is better; every 6 dB is one bit.")
+        .arg(kSqnrGreen)
+        .arg(kSqnrRed);
+}
+
 void LayerTableModel::setSummary(const ModelSummary& summary)
 {
     beginResetModel();
     m_layers = summary.layers;
+    m_metrics.clear();
+    m_overrides.clear();
     endResetModel();
 }
 
@@ -55,7 +98,64 @@ void LayerTableModel::clear()
 {
     beginResetModel();
     m_layers.clear();
+    m_metrics.clear();
+    m_overrides.clear();
     endResetModel();
+}
+
+int LayerTableModel::rowOf(const QString& name) const
+{
+    const std::string key = name.toStdString();
+    for (std::size_t i = 0; i < m_layers.size(); ++i)
+        if (m_layers[i].name == key)
+            return static_cast<int>(i);
+    return -1;
+}
+
+void LayerTableModel::setReport(const nlohmann::json& report)
+{
+    m_metrics.clear();
+    if (report.is_object() && report.contains("layers") && report["layers"].is_array()) {
+        for (const nlohmann::json& layer : report["layers"]) {
+            if (!layer.is_object() || !layer.contains("name") || !layer["name"].is_string())
+                continue;
+            Metrics m;
+            m.sqnrLocal = optionalNumber(layer.value("sqnr_db", nlohmann::json()));
+            m.sqnrAccumulated =
+                optionalNumber(layer.value("sqnr_db_accumulated", nlohmann::json()));
+            m.bytesQuantized = layer.value("bytes_quantized", std::int64_t{0});
+            m.kernel = layer.value("kernel", std::string());
+            m.weightType = layer.value("weight_type", std::string());
+            m.actType = layer.value("act_type", std::string());
+            m.config = layer.value("config", std::string());
+            m_metrics[layer["name"].get<std::string>()] = std::move(m);
+        }
+    }
+    emitMetricColumnsChanged();
+}
+
+bool LayerTableModel::hasMetrics(int row) const { return metrics(row) != nullptr; }
+
+void LayerTableModel::setOverrides(const QMap<QString, QString>& overrides)
+{
+    m_overrides = overrides;
+    emitMetricColumnsChanged();
+}
+
+const LayerTableModel::Metrics* LayerTableModel::metrics(int row) const
+{
+    const LayerSummary* l = layer(row);
+    if (!l)
+        return nullptr;
+    const auto it = m_metrics.find(l->name);
+    return it == m_metrics.end() ? nullptr : &it->second;
+}
+
+void LayerTableModel::emitMetricColumnsChanged()
+{
+    if (m_layers.empty())
+        return;
+    Q_EMIT dataChanged(index(0, Scheme), index(rowCount() - 1, ColumnCount - 1));
 }
 
 const LayerSummary* LayerTableModel::layer(int row) const
@@ -81,6 +181,81 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
         return {};
     const LayerSummary& layer = m_layers[static_cast<std::size_t>(index.row())];
     const int column = index.column();
+    const Metrics* m = metrics(index.row());
+    const QString name = QString::fromStdString(layer.name);
+    const auto override = m_overrides.constFind(name);
+    const bool overridden = override != m_overrides.cend();
+    if (column >= Scheme) {
+        switch (role) {
+        case Qt::DisplayRole:
+            switch (column) {
+            case Scheme:
+                if (overridden)
+                    return *override == QLatin1String("float") ? QStringLiteral("float32 (kept)")
+                                                               : *override;
+                if (m)
+                    return QStringLiteral("%1 / %2").arg(QString::fromStdString(m->weightType),
+                                                         QString::fromStdString(m->actType));
+                return {};
+            case SqnrLocal: return m ? dbText(m->sqnrLocal) : QVariant();
+            case SqnrAccumulated: return m ? dbText(m->sqnrAccumulated) : QVariant();
+            case BytesQuantized: return m ? bytesText(m->bytesQuantized) : QVariant();
+            case Kernel: return m ? QString::fromStdString(m->kernel) : QVariant();
+            default: return {};
+            }
+        case Qt::ToolTipRole:
+            switch (column) {
+            case Scheme:
+                if (overridden)
+                    return tr("Override: %1 (right-click to change or clear)").arg(*override);
+                return m ? QString::fromStdString(m->config) : QVariant();
+            case SqnrLocal:
+                return m ? tr("%1 dB with only this layer quantized").arg(dbText(m->sqnrLocal))
+                         : QVariant();
+            case SqnrAccumulated:
+                return m ? dbText(m->sqnrAccumulated) + QStringLiteral(" dB\n") + heatLegend()
+                         : QVariant();
+            case BytesQuantized:
+                return m ? tr("%1 bytes").arg(formatCount(m->bytesQuantized)) : QVariant();
+            case Kernel: return m ? QString::fromStdString(m->kernel) : QVariant();
+            default: return {};
+            }
+        case Qt::BackgroundRole:
+            if (column == SqnrAccumulated && m)
+                return QBrush(heatColor(m->sqnrAccumulated));
+            return {};
+        case Qt::ForegroundRole:
+            if (column == SqnrAccumulated && m)
+                return QBrush(Qt::black);
+            return {};
+        case Qt::FontRole:
+            if (column == Scheme && overridden) {
+                QFont font;
+                font.setBold(true);
+                return font;
+            }
+            return {};
+        case Qt::TextAlignmentRole:
+            return isNumberColumn(column) ? int(Qt::AlignRight | Qt::AlignVCenter)
+                                          : int(Qt::AlignLeft | Qt::AlignVCenter);
+        case SortRole:
+            switch (column) {
+            case Scheme: return data(index, Qt::DisplayRole).toString();
+            case SqnrLocal:
+            case SqnrAccumulated: {
+                if (!m)
+                    return -std::numeric_limits<double>::infinity();
+                const std::optional<double> db =
+                    column == SqnrLocal ? m->sqnrLocal : m->sqnrAccumulated;
+                return db ? *db : std::numeric_limits<double>::infinity();
+            }
+            case BytesQuantized: return m ? qint64{m->bytesQuantized} : qint64{-1};
+            case Kernel: return m ? QString::fromStdString(m->kernel) : QString();
+            default: return {};
+            }
+        default: return {};
+        }
+    }
     switch (role) {
     case Qt::DisplayRole:
     case Qt::ToolTipRole:
@@ -125,7 +300,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
             return section + 1;
         return {};
     }
-    if (role == Qt::TextAlignmentRole && (section == Params || section == Bytes))
+    if (role == Qt::TextAlignmentRole && isNumberColumn(section))
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole) {
         switch (section) {
@@ -133,6 +308,12 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
         case OutputShape: return tr("Shape of the first output, batch 1");
         case Params: return tr("Weight elements this layer reads");
         case Bytes: return tr("Bytes of this layer's weights as stored");
+        case Scheme: return tr("Types the layer runs with (weights / activations); overrides bold");
+        case SqnrLocal: return tr("Signal-to-quantization-noise ratio of this layer's output "
+                                  "with only this layer quantized (dB, higher is better)");
+        case SqnrAccumulated: return heatLegend();
+        case BytesQuantized: return tr("Bytes of this layer's weights as quantized");
+        case Kernel: return tr("What ran the layer when throughput was measured");
         default: return {};
         }
     }
@@ -145,6 +326,11 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     case OutputShape: return tr("Output shape");
     case Params: return tr("Params");
     case Bytes: return tr("Bytes");
+    case Scheme: return tr("Scheme");
+    case SqnrLocal: return tr("SQNR dB (local)");
+    case SqnrAccumulated: return tr("SQNR dB (accum.)");
+    case BytesQuantized: return tr("Bytes quantized");
+    case Kernel: return tr("Kernel");
     default: return {};
     }
 }

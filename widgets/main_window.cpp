@@ -3,6 +3,9 @@
 #include "job_progress_widget.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
+#include "quant_job.h"
+#include "quant_panel.h"
+#include "report_view.h"
 #include "side_panels.h"
 
 #include "exec/device.h"
@@ -10,6 +13,10 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
+#include <QInputDialog>
+#include <QSettings>
+#include <QShortcut>
 #include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -106,7 +113,9 @@ MainWindow::MainWindow(QWidget* parent)
       m_proxy(new QSortFilterProxyModel(this)), m_table(new QTableView),
       m_modelInfo(new ModelInfoPanel), m_layerDetails(new LayerDetailsPanel),
       m_dataPanel(new DataSummaryPanel), m_modelJobs(new JobRunner(this)),
-      m_dataJobs(new JobRunner(this)), m_recentModels(QStringLiteral("recentModels")),
+      m_dataJobs(new JobRunner(this)), m_quantJobs(new JobRunner(this)),
+      m_quantPanel(new QuantPanel), m_reportView(new ReportView),
+      m_recentModels(QStringLiteral("recentModels")),
       m_recentData(QStringLiteral("recentData"))
 {
     setObjectName(QStringLiteral("mainWindow"));
@@ -118,7 +127,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_table->setObjectName(QStringLiteral("layerTable"));
     m_table->setModel(m_proxy);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_table->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_table, &QWidget::customContextMenuRequested, this, &MainWindow::showLayerMenu);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->setAlternatingRowColors(true);
     m_table->setWordWrap(false);
@@ -130,12 +141,24 @@ MainWindow::MainWindow(QWidget* parent)
     m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
     m_table->horizontalHeader()->setHighlightSections(false);
     m_table->setSortingEnabled(true);
-    m_table->horizontalHeader()->setSectionResizeMode(LayerTableModel::Name, QHeaderView::Stretch);
+    // The last column (Kernel after a run) takes the width left over; names keep theirs.
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    {
+        // After a run the columns that answer "which layer hurts?" come right after the op.
+        QHeaderView* header = m_table->horizontalHeader();
+        int visual = LayerTableModel::Op + 1;
+        for (const int column : {LayerTableModel::SqnrAccumulated, LayerTableModel::SqnrLocal,
+                                 LayerTableModel::Scheme, LayerTableModel::BytesQuantized})
+            header->moveSection(header->visualIndex(column), visual++);
+        header->setToolTip(LayerTableModel::heatLegend());
+    }
+    showMetricColumns(false);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             &MainWindow::onCurrentLayerChanged);
 
     auto* side = new QWidget;
     auto* sideLayout = new QVBoxLayout(side);
+    sideLayout->addWidget(m_quantPanel);
     sideLayout->addWidget(m_modelInfo);
     sideLayout->addWidget(m_layerDetails);
     sideLayout->addWidget(m_dataPanel);
@@ -146,19 +169,42 @@ MainWindow::MainWindow(QWidget* parent)
     sideScroll->setFrameShape(QFrame::NoFrame);
     sideScroll->setMinimumWidth(300);
 
-    auto* splitter = new QSplitter(Qt::Horizontal);
-    splitter->setObjectName(QStringLiteral("mainSplitter"));
-    splitter->addWidget(m_table);
-    splitter->addWidget(sideScroll);
-    splitter->setStretchFactor(0, 1);
-    splitter->setStretchFactor(1, 0);
-    splitter->setSizes({880, 400});
-    setCentralWidget(splitter);
+    m_leftSplitter = new QSplitter(Qt::Vertical);
+    m_leftSplitter->setObjectName(QStringLiteral("leftSplitter"));
+    m_leftSplitter->addWidget(m_table);
+    m_leftSplitter->addWidget(m_reportView);
+    m_leftSplitter->setStretchFactor(0, 2);
+    m_leftSplitter->setStretchFactor(1, 3);
+    m_leftSplitter->setSizes({260, 440});
+    m_mainSplitter = new QSplitter(Qt::Horizontal);
+    m_mainSplitter->setObjectName(QStringLiteral("mainSplitter"));
+    m_mainSplitter->addWidget(m_leftSplitter);
+    m_mainSplitter->addWidget(sideScroll);
+    m_mainSplitter->setStretchFactor(0, 1);
+    m_mainSplitter->setStretchFactor(1, 0);
+    m_mainSplitter->setSizes({920, 360});
+    setCentralWidget(m_mainSplitter);
+
+    connect(m_quantPanel, &QuantPanel::runRequested, this, &MainWindow::runQuantization);
+    connect(m_quantPanel, &QuantPanel::cancelRequested, this, &MainWindow::cancelQuantization);
+    connect(m_quantPanel, &QuantPanel::compareRequested, this, &MainWindow::runComparison);
+    connect(m_quantPanel, &QuantPanel::sensitivityRequested, this, &MainWindow::runSensitivity);
+    connect(m_reportView, &ReportView::sensitivityRequested, this, &MainWindow::runSensitivity);
+    connect(m_reportView, &ReportView::layerSelected, this, &MainWindow::selectLayer);
+    connect(m_quantJobs, &JobRunner::started, this, &MainWindow::updateQuantState);
+    connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
+    connect(m_quantJobs, &JobRunner::cancelled, this, [this] {
+        updateQuantState();
+        statusBar()->showMessage(tr("Cancelled; the results on screen are kept"), 5000);
+        Q_EMIT quantizationStopped();
+    });
 
     createMenus();
     createStatusBar();
     updateTitle();
     detectDevice();
+    restoreSettings();
+    updateQuantState();
 }
 
 MainWindow::MainWindow(const QString& initialModel, QWidget* parent) : MainWindow(parent)
@@ -171,6 +217,9 @@ MainWindow::~MainWindow()
     // Stop the jobs now; the runners (children) wait for their workers when destroyed.
     m_modelJobs->cancel();
     m_dataJobs->cancel();
+    m_quantJobs->cancel();
+    // The quantization workers hold the session; wait for them before members go.
+    m_quantJobs->waitForWorkers();
 }
 
 void MainWindow::createMenus()
@@ -198,6 +247,15 @@ void MainWindow::createMenus()
     file->addAction(tr("Open Data &Folder…"), this, [this] { chooseData(true); });
 
     file->addSeparator();
+    QAction* openReportAction =
+        file->addAction(tr("Open &Report…"), this, &MainWindow::chooseReport);
+    openReportAction->setObjectName(QStringLiteral("actionOpenReport"));
+    QAction* saveReportAction =
+        file->addAction(tr("&Save Report…"), this, &MainWindow::chooseSaveReport);
+    saveReportAction->setShortcut(QKeySequence::Save);
+    saveReportAction->setObjectName(QStringLiteral("actionSaveReport"));
+
+    file->addSeparator();
     m_recentMenu = file->addMenu(tr("&Recent Files"));
     m_recentMenu->setObjectName(QStringLiteral("recentFilesMenu"));
     m_recentMenu->setToolTipsVisible(true);
@@ -208,6 +266,17 @@ void MainWindow::createMenus()
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
     quit->setMenuRole(QAction::QuitRole);
+
+    QMenu* quantize = menuBar()->addMenu(tr("&Quantize"));
+    QAction* run = quantize->addAction(tr("&Run"), this, &MainWindow::runQuantization);
+    run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    run->setObjectName(QStringLiteral("actionRun"));
+    QAction* cancel = quantize->addAction(tr("&Cancel"), this, &MainWindow::cancelQuantization);
+    cancel->setShortcut(QKeySequence(Qt::Key_Escape));
+    cancel->setShortcutContext(Qt::WindowShortcut);
+    cancel->setObjectName(QStringLiteral("actionCancel"));
+    quantize->addAction(tr("Compare &All Schemes"), this, &MainWindow::runComparison);
+    quantize->addAction(tr("Run &Sensitivity"), this, &MainWindow::runSensitivity);
 }
 
 void MainWindow::createStatusBar()
@@ -215,6 +284,7 @@ void MainWindow::createStatusBar()
     m_jobProgress = new JobProgressWidget;
     m_jobProgress->watch(m_modelJobs);
     m_jobProgress->watch(m_dataJobs);
+    m_jobProgress->watch(m_quantJobs);
     m_modelSizeLabel = new QLabel(tr("No model"));
     m_modelSizeLabel->setObjectName(QStringLiteral("modelSizeLabel"));
     m_deviceLabel = new QLabel(tr("Device: detecting…"));
@@ -252,7 +322,336 @@ void MainWindow::detectDevice()
     }));
 }
 
-bool MainWindow::isBusy() const { return m_modelJobs->isRunning() || m_dataJobs->isRunning(); }
+bool MainWindow::isBusy() const
+{
+    return m_modelJobs->isRunning() || m_dataJobs->isRunning() || m_quantJobs->isRunning();
+}
+
+const nlohmann::json& MainWindow::currentReport() const { return m_reportView->report(); }
+
+bool MainWindow::prepareRun(QuantRequest& request)
+{
+    if (!m_session) {
+        showError(tr("Open a model first (File > Open Model)."));
+        return false;
+    }
+    const QString scheme = m_quantPanel->schemeText();
+    if (auto checked = checkScheme(scheme.toStdString()); !checked) {
+        showError(tr("Invalid scheme “%1”: %2").arg(scheme, reasonText(checked.error())));
+        return false;
+    }
+    request.scheme = scheme.toStdString();
+    for (auto it = m_overrides.cbegin(); it != m_overrides.cend(); ++it)
+        request.overrides[it.key().toStdString()] = it.value().toStdString();
+    if (m_data) {
+        request.calibPath = m_data->path;
+        request.evalPath = m_data->classes > 0 ? m_data->path : std::string();
+    }
+    request.evalLimit = m_quantPanel->evalLimit();
+    QSettings().setValue(QStringLiteral("quant/scheme"), scheme);
+    return true;
+}
+
+void MainWindow::runQuantization()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    const QString scheme = QString::fromStdString(request.scheme);
+    m_quantJobs->start(
+        tr("Quantizing with %1").arg(scheme),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runQuantization(*session, request, progress, cancel);
+        },
+        [this, scheme](Result<nlohmann::json> result) {
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Quantizing with “%1”").arg(scheme));
+                return;
+            }
+            m_reportView->setReport(result.value());
+            m_layerModel->setReport(result.value());
+            showMetricColumns(true);
+            statusBar()->showMessage(m_reportView->summaryText(), 10000);
+            Q_EMIT reportShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::showMetricColumns(bool shown)
+{
+    for (const int column : {LayerTableModel::SqnrAccumulated, LayerTableModel::SqnrLocal,
+                             LayerTableModel::BytesQuantized, LayerTableModel::Kernel}) {
+        const bool wasHidden = m_table->isColumnHidden(column);
+        m_table->setColumnHidden(column, !shown);
+        if (shown && wasHidden) {
+            m_table->resizeColumnToContents(column);
+            m_table->setColumnWidth(column,
+                                    std::min(m_table->columnWidth(column) + 8, kMaxColumnWidth));
+        }
+    }
+}
+
+void MainWindow::runScheme(const QString& scheme)
+{
+    m_quantPanel->setSchemeText(scheme);
+    runQuantization();
+}
+
+void MainWindow::runComparison()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    m_quantJobs->start(
+        tr("Comparing all schemes"),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runComparison(*session, request, progress, cancel);
+        },
+        [this](Result<nlohmann::json> result) {
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Comparing all schemes"));
+                return;
+            }
+            m_reportView->setComparison(result.value());
+            showResultTab(QStringLiteral("Compare"));
+            Q_EMIT comparisonShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::runSensitivity()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    const QString scheme = QString::fromStdString(request.scheme);
+    m_quantJobs->start(
+        tr("Sensitivity of %1").arg(scheme),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runSensitivity(*session, request, progress, cancel);
+        },
+        [this, scheme](Result<nlohmann::json> result) {
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Sensitivity of “%1”").arg(scheme));
+                return;
+            }
+            m_reportView->setSensitivity(result.value());
+            showResultTab(QStringLiteral("Sensitivity"));
+            Q_EMIT sensitivityShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::cancelQuantization() { m_quantJobs->cancel(); }
+
+void MainWindow::onQuantFailed(const Error& error, const QString& what)
+{
+    Q_EMIT quantizationStopped();
+    if (error.code == ErrorCode::Cancelled)
+        return;
+    QString reason = reasonText(error);
+    if (!error.path.empty())
+        reason = QString::fromStdString(error.path) + QStringLiteral(": ") + reason;
+    showError(tr("%1 failed: %2").arg(what, reason));
+}
+
+void MainWindow::updateQuantState()
+{
+    m_quantPanel->setRunnable(m_session != nullptr);
+    m_quantPanel->setRunning(m_quantJobs->isRunning());
+}
+
+bool MainWindow::setLayerOverride(const QString& layer, const QString& scheme)
+{
+    const QString value = scheme.trimmed();
+    const bool keepFloat = value == QLatin1String("float") || value == QLatin1String("float32");
+    if (!keepFloat) {
+        if (auto checked = checkScheme(value.toStdString()); !checked) {
+            showError(tr("Invalid scheme “%1” for layer %2: %3")
+                          .arg(value, layer, reasonText(checked.error())));
+            return false;
+        }
+    }
+    m_overrides[layer] = keepFloat ? QStringLiteral("float") : value;
+    m_layerModel->setOverrides(m_overrides);
+    return true;
+}
+
+void MainWindow::clearLayerOverride(const QString& layer)
+{
+    m_overrides.remove(layer);
+    m_layerModel->setOverrides(m_overrides);
+}
+
+QStringList MainWindow::selectedLayerNames() const
+{
+    QStringList names;
+    for (const QModelIndex& index : m_table->selectionModel()->selectedRows()) {
+        const QModelIndex source = m_proxy->mapToSource(index);
+        if (const LayerSummary* layer = m_layerModel->layer(source.row()))
+            names << QString::fromStdString(layer->name);
+    }
+    return names;
+}
+
+void MainWindow::showLayerMenu(const QPoint& pos)
+{
+    const QStringList layers = selectedLayerNames();
+    if (layers.isEmpty())
+        return;
+    QMenu menu(this);
+    const QString what =
+        layers.size() == 1 ? layers.front() : tr("%1 layers").arg(layers.size());
+    menu.addSection(what);
+    menu.addAction(tr("Keep in float32"), this, [this, layers] {
+        for (const QString& layer : layers)
+            setLayerOverride(layer, QStringLiteral("float"));
+    });
+    menu.addAction(tr("Use scheme…"), this, [this, layers, what] {
+        bool ok = false;
+        const QString scheme = QInputDialog::getText(
+            this, tr("Scheme for %1").arg(what),
+            tr("Scheme string (as the CLI takes it), e.g. w4-int4:group=64:"), QLineEdit::Normal,
+            m_overrides.value(layers.front(), m_quantPanel->schemeText()), &ok);
+        if (!ok || scheme.trimmed().isEmpty())
+            return;
+        for (const QString& layer : layers)
+            if (!setLayerOverride(layer, scheme))
+                return;
+    });
+    QAction* clear = menu.addAction(tr("Clear override"), this, [this, layers] {
+        for (const QString& layer : layers)
+            clearLayerOverride(layer);
+    });
+    clear->setEnabled(std::any_of(layers.begin(), layers.end(), [this](const QString& layer) {
+        return m_overrides.contains(layer);
+    }));
+    menu.exec(m_table->viewport()->mapToGlobal(pos));
+}
+
+void MainWindow::selectLayer(const QString& layer)
+{
+    if (m_selecting)
+        return;
+    m_selecting = true;
+    const int row = m_layerModel->rowOf(layer);
+    if (row >= 0) {
+        const QModelIndex index = m_proxy->mapFromSource(m_layerModel->index(row, 0));
+        m_table->setCurrentIndex(index);
+        m_table->scrollTo(index);
+    }
+    m_reportView->selectLayer(layer);
+    m_selecting = false;
+    // The table's currentRowChanged ran under the guard: update the details panel now.
+    onCurrentLayerChanged();
+}
+
+bool MainWindow::showResultTab(const QString& name) { return m_reportView->showTab(name); }
+
+bool MainWindow::openReport(const QString& path)
+{
+    auto json = readJsonFile(path.toStdString());
+    if (!json) {
+        showError(failureMessage(tr("report"), path, json.error()));
+        return false;
+    }
+    const nlohmann::json& j = json.value();
+    if (j.contains("runs") && j["runs"].is_array()) {
+        m_reportView->setComparison(j);
+        if (!j["runs"].empty() && m_reportView->report().is_null()) {
+            m_reportView->setReport(j["runs"].front());
+            m_layerModel->setReport(j["runs"].front());
+            showMetricColumns(true);
+        }
+        showResultTab(QStringLiteral("Compare"));
+        Q_EMIT comparisonShown();
+    } else if (j.contains("layers") && j["layers"].is_array() && !j["layers"].empty() &&
+               j["layers"].front().is_object() && j["layers"].front().contains("drop")) {
+        // A sensitivity file: {"metric", "layers": [{"layer", "metric", "drop", "sqnr_db"}]}.
+        m_reportView->setSensitivity(j);
+        showResultTab(QStringLiteral("Sensitivity"));
+        Q_EMIT sensitivityShown();
+    } else if (j.contains("layers") && j["layers"].is_array()) {
+        m_reportView->setReport(j);
+        m_layerModel->setReport(j);
+        showMetricColumns(true);
+        Q_EMIT reportShown();
+    } else {
+        showError(tr("Could not open report “%1”: not a BitLens report, comparison or "
+                     "sensitivity file")
+                      .arg(path));
+        return false;
+    }
+    statusBar()->showMessage(tr("Opened %1").arg(QFileInfo(path).fileName()), 5000);
+    return true;
+}
+
+bool MainWindow::saveReport(const QString& path)
+{
+    const nlohmann::json& report = m_reportView->report().is_null()
+                                       ? m_reportView->comparison()
+                                       : m_reportView->report();
+    if (report.is_null()) {
+        showError(tr("Nothing to save yet: run a scheme first."));
+        return false;
+    }
+    if (auto written = writeJsonFile(path.toStdString(), report); !written) {
+        showError(tr("Could not save “%1”: %2").arg(path, reasonText(written.error())));
+        return false;
+    }
+    statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+    return true;
+}
+
+void MainWindow::chooseReport()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open Report"), QDir::homePath(),
+                                                      tr("Reports (*.json);;All files (*)"));
+    if (!path.isEmpty())
+        openReport(path);
+}
+
+void MainWindow::chooseSaveReport()
+{
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save Report"), QDir::home().filePath(QStringLiteral("report.json")),
+        tr("Reports (*.json)"));
+    if (!path.isEmpty())
+        saveReport(path);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    saveSettings();
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::saveSettings()
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    settings.setValue(QStringLiteral("window/mainSplitter"), m_mainSplitter->saveState());
+    settings.setValue(QStringLiteral("window/leftSplitter"), m_leftSplitter->saveState());
+    settings.setValue(QStringLiteral("quant/scheme"), m_quantPanel->schemeText());
+    settings.setValue(QStringLiteral("quant/evaluateAll"), m_quantPanel->evaluateAll());
+}
+
+void MainWindow::restoreSettings()
+{
+    const QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    m_mainSplitter->restoreState(settings.value(QStringLiteral("window/mainSplitter")).toByteArray());
+    m_leftSplitter->restoreState(settings.value(QStringLiteral("window/leftSplitter")).toByteArray());
+    const QString scheme = settings.value(QStringLiteral("quant/scheme")).toString();
+    if (!scheme.isEmpty())
+        m_quantPanel->setSchemeText(scheme);
+    m_quantPanel->setEvaluateAll(settings.value(QStringLiteral("quant/evaluateAll")).toBool());
+}
 
 QString MainWindow::modelSizeText() const { return m_modelSizeLabel->text(); }
 
@@ -299,11 +698,18 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     }
     m_model = std::make_shared<const OpenedModel>(std::move(result.value()));
     const ModelSummary& summary = m_model->model->summary();
+    // A new model: its runs start afresh (the report of the old one no longer fits).
+    m_quantJobs->cancel();
+    m_session = std::make_shared<QuantSession>(m_model->model, m_model->zooName);
+    m_overrides.clear();
+    m_reportView->clear();
+    showMetricColumns(false);
+    updateQuantState();
 
     m_layerModel->setSummary(summary);
     m_table->resizeColumnsToContents();
-    // The name column takes the width left over; the others fit their contents, with room.
-    for (int column = LayerTableModel::Op; column < LayerTableModel::ColumnCount; ++column)
+    // Every column fits its contents, with room; the last one takes the width left over.
+    for (int column = LayerTableModel::Name; column < LayerTableModel::ColumnCount; ++column)
         m_table->setColumnWidth(column,
                                 std::min(m_table->columnWidth(column) + 16, kMaxColumnWidth));
     m_modelInfo->showModel(m_model.get());
@@ -337,6 +743,7 @@ void MainWindow::onDataOpened(const QString& path, Result<DataInfo> result)
     }
     m_data = std::move(result.value());
     m_dataPanel->showData(&*m_data);
+    updateQuantState();
     m_recentData.add(recentEntryFor(path));
     rebuildRecentMenu();
     statusBar()->showMessage(
@@ -353,6 +760,11 @@ void MainWindow::onCurrentLayerChanged()
     const auto row = static_cast<std::size_t>(source.row());
     const bool haveWeights = layer && m_model && row < m_model->layerWeights.size();
     m_layerDetails->showLayer(layer, haveWeights ? m_model->layerWeights[row] : kNoWeights);
+    if (layer && !m_selecting) {
+        m_selecting = true;
+        m_reportView->selectLayer(QString::fromStdString(layer->name));
+        m_selecting = false;
+    }
 }
 
 void MainWindow::showError(const QString& message)

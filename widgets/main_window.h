@@ -1,13 +1,18 @@
 #pragma once
-// BitLens' main window: the layer table of the open model, side panels (model, selected layer,
-// data), a status bar (job progress with Cancel, model size, compute device) and the File menu.
-// Opening a model or data runs as a cancellable job; the window only shows results, and a
-// model that fails to open never replaces the one on screen.
+// BitLens' main window: the layer table of the open model with per-layer results, the scheme
+// panel, side panels (model, selected layer, data), result tabs under a one-line summary, a
+// status bar (job progress with Cancel, model size, compute device) and the File menu.
+// Opening a model or data and quantizing run as cancellable jobs; the window only shows their
+// results (for a run: exactly what report.json holds), and a job that fails or is cancelled
+// never replaces what is on screen.
 
 #include "model_loader.h"
 #include "recent_files.h"
 
+#include <nlohmann/json.hpp>
+
 #include <QMainWindow>
+#include <QMap>
 #include <QString>
 
 #include <memory>
@@ -16,6 +21,7 @@
 class QLabel;
 class QMenu;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTableView;
 
 namespace bitlens::widgets {
@@ -26,6 +32,10 @@ class JobRunner;
 class LayerDetailsPanel;
 class LayerTableModel;
 class ModelInfoPanel;
+class QuantPanel;
+class QuantSession;
+struct QuantRequest;
+class ReportView;
 
 /// The application window (see the file comment).
 class MainWindow : public QMainWindow {
@@ -42,6 +52,33 @@ public:
     void openModel(const QString& pathOrZooName);
     /// Loads a data set (file or folder) in the background and shows its summary.
     void openData(const QString& path);
+    /// Quantizes the open model with the scheme panel's scheme and the layer overrides, in the
+    /// background; the report replaces the one on screen when it arrives. A scheme string that
+    /// does not parse is reported (errorShown) and nothing starts.
+    void runQuantization();
+    /// Sets the scheme panel to `scheme` and runs it.
+    void runScheme(const QString& scheme);
+    /// Runs every preset and fills the Compare tab.
+    void runComparison();
+    /// Runs the sensitivity sweep of the current scheme and fills the Sensitivity tab.
+    void runSensitivity();
+    /// Cancels the running quantization job; the results on screen stay.
+    void cancelQuantization();
+    /// Sets a layer override: "float" keeps the layer in float32, anything else is a scheme
+    /// string whose layer configuration it runs with. An unparsable scheme is reported.
+    bool setLayerOverride(const QString& layer, const QString& scheme);
+    /// Removes a layer's override.
+    void clearLayerOverride(const QString& layer);
+    /// The layer overrides the next run uses.
+    const QMap<QString, QString>& layerOverrides() const { return m_overrides; }
+    /// Opens a saved report.json, compare or sensitivity file and shows it (no model needed).
+    bool openReport(const QString& path);
+    /// Writes the report on screen (else the comparison) to `path` atomically.
+    bool saveReport(const QString& path);
+    /// Selects `layer` in the table and every result view.
+    void selectLayer(const QString& layer);
+    /// Shows the result tab called `name` (case-insensitive); false when there is none.
+    bool showResultTab(const QString& name);
 
     /// With dialogs disabled (tests) errors are only reported through errorShown().
     void setDialogsEnabled(bool enabled) { m_dialogsEnabled = enabled; }
@@ -54,8 +91,10 @@ public:
     const DataInfo* currentData() const { return m_data ? &*m_data : nullptr; }
     /// The last error message shown ("Could not open model “/x.onnx”: reason").
     QString lastError() const { return m_lastError; }
-    /// True while a model or data job is running.
+    /// True while a model, data or quantization job is running.
     bool isBusy() const;
+    /// The report on screen (null before the first run).
+    const nlohmann::json& currentReport() const;
 
     /// The layer table's source model.
     LayerTableModel* layerModel() const { return m_layerModel; }
@@ -71,6 +110,14 @@ public:
     JobRunner* modelJobs() const { return m_modelJobs; }
     /// The runner of data jobs.
     JobRunner* dataJobs() const { return m_dataJobs; }
+    /// The runner of quantization jobs (run, compare, sensitivity).
+    JobRunner* quantJobs() const { return m_quantJobs; }
+    /// The scheme panel.
+    QuantPanel* quantPanel() const { return m_quantPanel; }
+    /// The summary line and result tabs.
+    ReportView* reportView() const { return m_reportView; }
+    /// The open model's quantization session (cached data and float metric), or nullptr.
+    const QuantSession* quantSession() const { return m_session.get(); }
     /// Status bar text about the model: "Model: 1,490 params · 5.8 KiB".
     QString modelSizeText() const;
     /// Status bar text about the device: "Device: CPU (2 threads)".
@@ -85,10 +132,19 @@ Q_SIGNALS:
     void dataLoaded();
     /// An error was reported to the user (also shown in a message box when dialogs are enabled).
     void errorShown(const QString& message);
+    /// A quantization report arrived (or was opened) and is on screen.
+    void reportShown();
+    /// A comparison of schemes arrived (or was opened) and is on screen.
+    void comparisonShown();
+    /// A sensitivity sweep arrived (or was opened) and is on screen.
+    void sensitivityShown();
+    /// A quantization job ended without a result (cancelled or failed).
+    void quantizationStopped();
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
 
 private:
     void createMenus();
@@ -102,6 +158,16 @@ private:
     void rebuildRecentMenu();
     void chooseModel();
     void chooseData(bool folder);
+    void chooseReport();
+    void chooseSaveReport();
+    void showLayerMenu(const QPoint& pos);
+    QStringList selectedLayerNames() const;
+    bool prepareRun(QuantRequest& request);
+    void onQuantFailed(const Error& error, const QString& what);
+    void updateQuantState();
+    void showMetricColumns(bool shown);
+    void saveSettings();
+    void restoreSettings();
 
     LayerTableModel* m_layerModel;
     QSortFilterProxyModel* m_proxy;
@@ -115,8 +181,16 @@ private:
     QMenu* m_recentMenu = nullptr;
     JobRunner* m_modelJobs;
     JobRunner* m_dataJobs;
+    JobRunner* m_quantJobs;
+    QuantPanel* m_quantPanel;
+    ReportView* m_reportView;
+    QSplitter* m_mainSplitter = nullptr;
+    QSplitter* m_leftSplitter = nullptr;
 
     std::shared_ptr<const OpenedModel> m_model;
+    std::shared_ptr<QuantSession> m_session;
+    QMap<QString, QString> m_overrides;
+    bool m_selecting = false;
     std::optional<DataInfo> m_data;
     RecentFiles m_recentModels;
     RecentFiles m_recentData;

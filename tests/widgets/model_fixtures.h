@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <QDir>
+#include <QFile>
 #include <QString>
 
 #include <cstdint>
@@ -43,6 +45,39 @@ inline std::string writeSmallNpy(const QString& path, std::int64_t samples = 5)
 {
     auto written = io::writeNpy(at::rand({samples, 1, 8, 8}), path.toStdString());
     return written ? std::string() : written.error().describe();
+}
+
+/// Writes `samples` random labelled 8x8 images (classes 0..9) as an IDX pair into `dir`:
+/// small-images-idx3-ubyte and small-labels-idx1-ubyte (the loader finds the labels by name).
+/// Returns the images file's path, or an empty string when a file could not be written.
+inline QString writeSmallLabelledIdx(const QString& dir, std::int64_t samples = 200)
+{
+    at::manual_seed(11);
+    const auto bigEndian = [](QByteArray& out, std::uint32_t value) {
+        for (int shift = 24; shift >= 0; shift -= 8)
+            out.append(static_cast<char>((value >> shift) & 0xff));
+    };
+    QByteArray images;
+    bigEndian(images, 0x00000803);
+    bigEndian(images, static_cast<std::uint32_t>(samples));
+    bigEndian(images, 8);
+    bigEndian(images, 8);
+    const at::Tensor pixels = at::randint(0, 256, {samples * 64}, at::kByte).contiguous();
+    images.append(reinterpret_cast<const char*>(pixels.data_ptr<std::uint8_t>()),
+                  static_cast<qsizetype>(samples * 64));
+    QByteArray labels;
+    bigEndian(labels, 0x00000801);
+    bigEndian(labels, static_cast<std::uint32_t>(samples));
+    const at::Tensor classes = at::randint(0, 10, {samples}, at::kByte).contiguous();
+    labels.append(reinterpret_cast<const char*>(classes.data_ptr<std::uint8_t>()),
+                  static_cast<qsizetype>(samples));
+    const QString imagesPath = QDir(dir).filePath(QStringLiteral("small-images-idx3-ubyte"));
+    QFile imagesFile(imagesPath);
+    QFile labelsFile(QDir(dir).filePath(QStringLiteral("small-labels-idx1-ubyte")));
+    if (!imagesFile.open(QIODevice::WriteOnly) || imagesFile.write(images) != images.size() ||
+        !labelsFile.open(QIODevice::WriteOnly) || labelsFile.write(labels) != labels.size())
+        return {};
+    return imagesPath;
 }
 
 } // namespace bitlens::testing

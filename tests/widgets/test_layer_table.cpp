@@ -7,6 +7,8 @@
 #include "model/model.h"
 
 #include <QAbstractItemModelTester>
+#include <QFont>
+#include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -48,6 +50,10 @@ private Q_SLOTS:
     void sortsByRawValues();
     void resetsWhenSummaryChanges();
     void showsOnnxModelLayers();
+    void showsReportColumns();
+    void heatBands_data();
+    void heatBands();
+    void showsOverrides();
 };
 
 void TestLayerTable::formatsCounts_data()
@@ -73,7 +79,7 @@ void TestLayerTable::emptyModel()
     LayerTableModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
     QCOMPARE(model.rowCount(), 0);
-    QCOMPARE(model.columnCount(), 6);
+    QCOMPARE(model.columnCount(), int(LayerTableModel::ColumnCount));
     QCOMPARE(model.layer(0), nullptr);
 }
 
@@ -84,7 +90,7 @@ void TestLayerTable::showsHandMadeSummary()
     model.setSummary(handMadeSummary());
 
     QCOMPARE(model.rowCount(), 4);
-    QCOMPARE(model.columnCount(), 6);
+    QCOMPARE(model.columnCount(), int(LayerTableModel::ColumnCount));
     const QStringList headers{"Name", "Op", "Input shapes", "Output shape", "Params", "Bytes"};
     for (int column = 0; column < headers.size(); ++column)
         QCOMPARE(model.headerData(column, Qt::Horizontal).toString(), headers[column]);
@@ -183,6 +189,117 @@ void TestLayerTable::showsOnnxModelLayers()
         QCOMPARE(cell(model, row, LayerTableModel::Params), params[row]);
         QCOMPARE(cell(model, row, LayerTableModel::Bytes), bytes[row]);
     }
+}
+
+namespace {
+
+/// A report.json for the hand-made summary: stem.conv exact (SQNR null), head.fc at 22.5 dB
+/// accumulated, and a layer the model does not have.
+nlohmann::json handMadeReport()
+{
+    return nlohmann::json::parse(R"json({
+      "layers": [
+        {"name": "stem.conv", "weight_type": "int8", "act_type": "uint8", "sqnr_db": null,
+         "sqnr_db_accumulated": null, "bytes_quantized": 576, "kernel": "simulated (fake-quant, float32)",
+         "config": "int8 per-channel(0) sym / uint8 static minmax"},
+        {"name": "head.fc", "weight_type": "int8", "act_type": "uint8", "sqnr_db": 31.24,
+         "sqnr_db_accumulated": 22.5, "bytes_quantized": 163890,
+         "kernel": "at::_int_mm (int8 x int8 -> int32)", "config": "int8"},
+        {"name": "elsewhere", "sqnr_db": 3.0, "sqnr_db_accumulated": 3.0}
+      ]})json");
+}
+
+} // namespace
+
+void TestLayerTable::showsReportColumns()
+{
+    LayerTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setSummary(handMadeSummary());
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    model.setReport(handMadeReport());
+    QCOMPARE(changed.size(), 1);
+    QCOMPARE(model.headerData(LayerTableModel::SqnrAccumulated, Qt::Horizontal).toString(),
+             QStringLiteral("SQNR dB (accum.)"));
+
+    QCOMPARE(cell(model, 3, LayerTableModel::SqnrLocal), QStringLiteral("31.2"));
+    QCOMPARE(cell(model, 3, LayerTableModel::SqnrAccumulated), QStringLiteral("22.5"));
+    QCOMPARE(cell(model, 3, LayerTableModel::BytesQuantized), QStringLiteral("160.0 KiB"));
+    QCOMPARE(cell(model, 3, LayerTableModel::Kernel),
+             QStringLiteral("at::_int_mm (int8 x int8 -> int32)"));
+    QCOMPARE(cell(model, 3, LayerTableModel::Scheme), QStringLiteral("int8 / uint8"));
+    QCOMPARE(cell(model, 0, LayerTableModel::SqnrLocal), QStringLiteral("exact"));
+    QCOMPARE(cell(model, 0, LayerTableModel::SqnrAccumulated), QStringLiteral("exact"));
+    QVERIFY(model.hasMetrics(0));
+    // Layers the report does not list (not quantizable) stay blank.
+    QVERIFY(!model.hasMetrics(1));
+    for (int column = LayerTableModel::Scheme; column < LayerTableModel::ColumnCount; ++column)
+        QVERIFY(cell(model, 1, column).isEmpty());
+    QVERIFY(!model.data(model.index(1, LayerTableModel::SqnrAccumulated), Qt::BackgroundRole)
+                 .isValid());
+    QVERIFY(cell(model, 3, LayerTableModel::SqnrAccumulated, Qt::ToolTipRole)
+                .contains(LayerTableModel::heatLegend()));
+
+    // Sorting by SQNR: exact sorts above every number, blank rows below.
+    QSortFilterProxyModel proxy;
+    proxy.setSourceModel(&model);
+    proxy.setSortRole(LayerTableModel::SortRole);
+    proxy.sort(LayerTableModel::SqnrAccumulated, Qt::DescendingOrder);
+    QCOMPARE(cell(proxy, 0, LayerTableModel::Name), QStringLiteral("stem.conv"));
+    QCOMPARE(cell(proxy, 1, LayerTableModel::Name), QStringLiteral("head.fc"));
+
+    // A new summary (another model) forgets the report.
+    model.setSummary(handMadeSummary());
+    QVERIFY(!model.hasMetrics(0));
+    QVERIFY(cell(model, 3, LayerTableModel::SqnrLocal).isEmpty());
+    // An empty report clears the numbers too.
+    model.setReport(handMadeReport());
+    model.setReport(nlohmann::json());
+    QVERIFY(!model.hasMetrics(3));
+}
+
+void TestLayerTable::heatBands_data()
+{
+    QTest::addColumn<QVariant>("sqnrDb");  // invalid = exact
+    QTest::addColumn<QString>("band");
+    QTest::newRow("exact") << QVariant() << QStringLiteral("green");
+    QTest::newRow("45 dB") << QVariant(45.0) << QStringLiteral("green");
+    QTest::newRow("30.5 dB") << QVariant(30.5) << QStringLiteral("green");
+    QTest::newRow("30 dB") << QVariant(30.0) << QStringLiteral("amber");
+    QTest::newRow("15 dB") << QVariant(15.0) << QStringLiteral("amber");
+    QTest::newRow("14.9 dB") << QVariant(14.9) << QStringLiteral("red");
+    QTest::newRow("-3 dB") << QVariant(-3.0) << QStringLiteral("red");
+}
+
+void TestLayerTable::heatBands()
+{
+    QFETCH(QVariant, sqnrDb);
+    QFETCH(QString, band);
+    const QColor color = LayerTableModel::heatColor(
+        sqnrDb.isValid() ? std::optional<double>(sqnrDb.toDouble()) : std::nullopt);
+    const QString actual = color.green() > color.red()   ? QStringLiteral("green")
+                           : color.green() > 0xb0        ? QStringLiteral("amber")
+                                                         : QStringLiteral("red");
+    QCOMPARE(actual, band);
+}
+
+void TestLayerTable::showsOverrides()
+{
+    LayerTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setSummary(handMadeSummary());
+    model.setReport(handMadeReport());
+    model.setOverrides({{QStringLiteral("head.fc"), QStringLiteral("float")},
+                        {QStringLiteral("stem.conv"), QStringLiteral("w4-int4:group=32")}});
+    QCOMPARE(cell(model, 3, LayerTableModel::Scheme), QStringLiteral("float32 (kept)"));
+    QCOMPARE(cell(model, 0, LayerTableModel::Scheme), QStringLiteral("w4-int4:group=32"));
+    QVERIFY(model.data(model.index(3, LayerTableModel::Scheme), Qt::FontRole)
+                .value<QFont>()
+                .bold());
+    QCOMPARE(model.rowOf(QStringLiteral("head.fc")), 3);
+    QCOMPARE(model.rowOf(QStringLiteral("nope")), -1);
+    model.setOverrides({});
+    QCOMPARE(cell(model, 3, LayerTableModel::Scheme), QStringLiteral("int8 / uint8"));
 }
 
 QTEST_MAIN(TestLayerTable)

@@ -138,7 +138,7 @@ void TestMainWindow::opensModel()
     QVERIFY(!window.jobProgress()->isVisible());
 
     QCOMPARE(window.layerModel()->rowCount(), 4);
-    QCOMPARE(window.layerModel()->columnCount(), 6);
+    QCOMPARE(window.layerModel()->columnCount(), int(LayerTableModel::ColumnCount));
     QCOMPARE(window.layerTable()->model()->rowCount(), 4);
     QCOMPARE(window.layerTable()->model()->data(window.layerTable()->model()->index(3, 0)),
              QVariant(QStringLiteral("fc")));

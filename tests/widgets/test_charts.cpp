@@ -1,0 +1,471 @@
+// The report charts, fed with reports that bitlens-cli wrote (tests/data/reports). Set
+// BITLENS_CHART_SCREENSHOTS=<dir> to also save every chart at 900x500 for a look.
+
+#include "chart_base.h"
+#include "chart_export.h"
+#include "chart_histogram.h"
+#include "chart_memory.h"
+#include "chart_pareto.h"
+#include "chart_sensitivity.h"
+#include "chart_throughput.h"
+#include "chart_sqnr.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QAbstractAxis>
+#include <QAreaSeries>
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QLegend>
+#include <QHorizontalStackedBarSeries>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <QGraphicsSimpleTextItem>
+
+#include <algorithm>
+#include <fstream>
+
+using namespace bitlens::widgets;
+
+namespace {
+
+nlohmann::json loadReport(const char* name)
+{
+    std::ifstream in(std::string(BITLENS_TEST_DATA "/reports/") + name);
+    if (!in)
+        return nlohmann::json();
+    return nlohmann::json::parse(in);
+}
+
+QStringList axisTitles(QChart* chart)
+{
+    QStringList titles;
+    for (QAbstractAxis* axis : chart->axes())
+        titles << axis->titleText();
+    return titles;
+}
+
+bool anyContains(const QStringList& list, const QString& text)
+{
+    return std::any_of(list.begin(), list.end(),
+                       [&](const QString& item) { return item.contains(text); });
+}
+
+/// Saves the chart where BITLENS_CHART_SCREENSHOTS points, for a person to look at.
+void screenshot(ChartBase& chart, const QString& name)
+{
+    const QString dir = qEnvironmentVariable("BITLENS_CHART_SCREENSHOTS");
+    if (dir.isEmpty())
+        return;
+    QDir().mkpath(dir);
+    chart.resize(900, 500);
+    QVERIFY(exportChart(&chart, dir + QLatin1Char('/') + name + QStringLiteral(".png")));
+}
+
+/// The malformed inputs every chart must survive: wrong types in every key it reads.
+std::vector<nlohmann::json> malformedReports()
+{
+    using nlohmann::json;
+    return {
+        json(),
+        json::array(),
+        json("text"),
+        json::object(),
+        json{{"layers", 5}},
+        json{{"layers", json::array({1, "x", nullptr})}},
+        json{{"layers", json::array({json{{"name", 3}, {"sqnr_db", "high"}}})}},
+        json{{"layers",
+              json::array({json{{"name", "a"},
+                                {"sqnr_db", json::array()},
+                                {"bytes_float", "1"},
+                                {"error_histogram", json{{"edges", "x"}, {"counts", 1}}},
+                                {"weight_histogram",
+                                 json{{"edges", json::array({0, 1})}, {"counts", json::array()}}},
+                                {"weight_range", json::array({"a", "b"})},
+                                {"act_clip", json{{"lo", "0"}, {"hi", nullptr}}}}})},
+             {"throughput", json{{"float_samples_per_s", "fast"}, {"kernels", 3}}},
+             {"size_bytes", json::array()},
+             {"scheme", 7}},
+        json{{"throughput", json{{"float_samples_per_s", 10.0},
+                                 {"quantized_samples_per_s", 20.0},
+                                 {"kernels", json{{"a", 1}}}}}},
+    };
+}
+
+} // namespace
+
+class TestCharts : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_report = loadReport("fashion-cnn-static-int8.json");
+        QVERIFY(m_report.is_object());
+        QCOMPARE(m_report["layers"].size(), std::size_t(4));
+    }
+
+    void sqnrChartShowsEveryLayerInGraphOrder()
+    {
+        SqnrChart chart;
+        chart.setReport(m_report);
+        QVERIFY(chart.hasData());
+        QVERIFY(!chart.chart()->title().isEmpty());
+        QVERIFY(chart.chart()->legend()->isVisible());
+        QBarSeries* series = chart.barSeries();
+        QVERIFY(series);
+        QCOMPARE(series->count(), 2);
+        for (QBarSet* set : series->barSets())
+            QCOMPARE(set->count(), 4);
+        QCOMPARE(chart.layerNames(), (QStringList{"block1.conv", "block2.conv", "fc1", "logits"}));
+        auto* axisX = qobject_cast<QBarCategoryAxis*>(
+            chart.chart()->axes(Qt::Horizontal).value(0));
+        QVERIFY(axisX);
+        QCOMPARE(axisX->categories().size(), 4);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "SQNR (dB)"));
+        // Local vs accumulated of block2.conv from the report.
+        QCOMPARE(series->barSets()[0]->at(1), 37.72708536407186);
+        QCOMPARE(series->barSets()[1]->at(1), 34.61062014233835);
+        screenshot(chart, "sqnr");
+    }
+
+    void sqnrBarClickEmitsLayerAndSelects()
+    {
+        SqnrChart chart;
+        chart.setReport(m_report);
+        QSignalSpy spy(&chart, &SqnrChart::layerClicked);
+        Q_EMIT chart.barSeries()->barSets()[1]->clicked(2);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.takeFirst().at(0).toString(), QStringLiteral("fc1"));
+        QCOMPARE(chart.selectedLayer(), QStringLiteral("fc1"));
+        QVERIFY(chart.barSeries()->barSets()[0]->isBarSelected(2));
+        QVERIFY(!chart.barSeries()->barSets()[0]->isBarSelected(1));
+        chart.setSelectedLayer("block1.conv");
+        QVERIFY(chart.barSeries()->barSets()[1]->isBarSelected(0));
+        QVERIFY(!chart.barSeries()->barSets()[1]->isBarSelected(2));
+        chart.onBarClicked(17); // out of range: nothing
+        QCOMPARE(spy.count(), 0);
+    }
+
+    void sqnrHoverShowsExactValues()
+    {
+        SqnrChart chart;
+        chart.setReport(m_report);
+        Q_EMIT chart.barSeries()->barSets()[0]->hovered(true, 2);
+        QVERIFY2(chart.lastToolTip().contains("54.06 dB"), qPrintable(chart.lastToolTip()));
+        QVERIFY(chart.lastToolTip().contains("45.56 dB"));
+        QVERIFY(chart.lastToolTip().contains("fc1"));
+    }
+
+    void sqnrExactLayerIsAClippedBar()
+    {
+        nlohmann::json report = m_report;
+        report["layers"][3]["sqnr_db"] = nullptr; // logits kept float: exact
+        report["layers"][3]["sqnr_db_accumulated"] = 41.0;
+        SqnrChart chart;
+        chart.setReport(report);
+        QVERIFY(chart.hasData());
+        const double clip = chart.exactBarHeightDb();
+        QVERIFY(clip > 54.06); // above every finite bar
+        QCOMPARE(chart.barSeries()->barSets()[0]->at(3), clip);
+        QCOMPARE(chart.barSeries()->barSets()[1]->at(3), 41.0);
+        Q_EMIT chart.barSeries()->barSets()[0]->hovered(true, 3);
+        QVERIFY(chart.lastToolTip().contains("exact"));
+        const QList<QGraphicsItem*> items = chart.chart()->childItems();
+        const bool labelled = std::any_of(items.begin(), items.end(), [](QGraphicsItem* item) {
+            auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(item);
+            return text && text->isVisible() && text->text() == QLatin1String("exact");
+        });
+        QVERIFY(labelled);
+        screenshot(chart, "sqnr-exact");
+    }
+
+    void histogramErrorMode()
+    {
+        HistogramChart chart;
+        chart.setReport(m_report);
+        QCOMPARE(chart.layer(), QStringLiteral("block1.conv"));
+        QCOMPARE(chart.mode(), HistogramChart::Mode::Error);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.binCount(), 64);
+        QVERIFY(chart.histogramSeries());
+        QCOMPARE(chart.histogramSeries()->upperSeries()->count(), 128); // two points per bin
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Error (output units)"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Count"));
+        QVERIFY(chart.chart()->title().contains("block1.conv"));
+        Q_EMIT chart.histogramSeries()->hovered(QPointF(-0.065, 1.0), true);
+        QVERIFY2(chart.lastToolTip().contains("count 2"), qPrintable(chart.lastToolTip()));
+        screenshot(chart, "histogram-error");
+    }
+
+    void histogramWeightsDrawsCappedInt8Grid()
+    {
+        HistogramChart chart;
+        chart.setReport(m_report);
+        chart.setLayer("block2.conv");
+        chart.setMode(HistogramChart::Mode::Weights);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.gridLevelCount(), 255); // int8 symmetric: -127..127
+        QCOMPARE(chart.gridStride(), 4);
+        QVERIFY(chart.gridLineCount() <= HistogramChart::kMaxGridLines);
+        // Every 4th value counted from 0 outwards: 0 and ±4k·scale for k = 1..31 (±124/127).
+        QCOMPARE(chart.gridLineCount(), 63);
+        QVERIFY(chart.gridLabel().contains("int8 grid (per-tensor view)"));
+        QVERIFY(chart.gridLabel().contains("every 4th"));
+        // The grid spans [-max|w|, max|w|] of weight_range [-0.381, 0.402].
+        const auto lines = chart.chart()->series();
+        double lo = 1e9;
+        double hi = -1e9;
+        for (QAbstractSeries* s : lines)
+            if (auto* line = qobject_cast<QLineSeries*>(s); line && line->count() == 2) {
+                lo = std::min(lo, line->at(0).x());
+                hi = std::max(hi, line->at(0).x());
+            }
+        QVERIFY(hi <= 0.40213221311569214 + 1e-9);
+        QVERIFY(lo >= -0.40213221311569214 - 1e-9);
+        QVERIFY(hi > 0.39);
+        screenshot(chart, "histogram-weights-int8");
+    }
+
+    void quantGridOfEachType()
+    {
+        QCOMPARE(quantGrid("int4", true, -1.0, 0.5).values.size(), std::size_t(15));
+        QCOMPARE(quantGrid("int4", true, -1.0, 0.5).values.back(), 1.0);
+        QCOMPARE(quantGrid("int4", false, -1.0, 0.5).values.size(), std::size_t(16));
+        const QuantGrid nf4 = quantGrid("nf4", true, -0.5, 2.0);
+        QCOMPARE(nf4.values.size(), std::size_t(16));
+        QCOMPARE(nf4.values.front(), -2.0);
+        QCOMPARE(nf4.values[7], 0.0);
+        const QuantGrid fp4 = quantGrid("fp4_e2m1", true, -3.0, 1.0);
+        QCOMPARE(fp4.values.size(), std::size_t(15)); // ±{0.5..6}/6 and 0
+        QCOMPARE(fp4.values.back(), 3.0);
+        QCOMPARE(fp4.values[8], 0.25); // 0.5 / 6 * 3
+        QCOMPARE(quantGrid("fp8_e4m3", true, -448.0, 1.0).values.back(), 448.0);
+        QCOMPARE(quantGrid("fp8_e4m3", true, -448.0, 1.0).values.size(), std::size_t(253));
+        QVERIFY(quantGrid("bf16", true, -1.0, 1.0).values.empty());
+        QVERIFY(quantGrid("int8", true, 0.0, 0.0).values.empty());
+    }
+
+    void histogramActivationsShowClipLines()
+    {
+        HistogramChart chart;
+        chart.setReport(m_report);
+        chart.setLayer("fc1");
+        chart.setMode(HistogramChart::Mode::Activations);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.clipLineCount(), 2);
+        QVERIFY(chart.clipLabel().startsWith("minmax clip [0, 12.14"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Activation value"));
+        screenshot(chart, "histogram-activations");
+        chart.setLogScale(true);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Count (log scale)"));
+        screenshot(chart, "histogram-activations-log");
+        chart.setMode(HistogramChart::Mode::Error);
+        QCOMPARE(chart.clipLineCount(), 0);
+    }
+
+    void histogramWithoutActivationsSaysSo()
+    {
+        nlohmann::json report = m_report;
+        report["layers"][0].erase("act_histogram");
+        HistogramChart chart;
+        chart.setMode(HistogramChart::Mode::Activations);
+        chart.setReport(report);
+        QVERIFY(!chart.hasData());
+        QVERIFY(chart.message().startsWith("No data"));
+        chart.setLayer("no.such.layer");
+        QVERIFY(chart.message().contains("no.such.layer"));
+    }
+
+    void memoryChart()
+    {
+        MemoryChart chart;
+        chart.setReport(m_report);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.barSeries()->count(), 2);
+        QCOMPARE(chart.barSeries()->barSets()[0]->count(), 4);
+        QCOMPARE(chart.barSeries()->barSets()[0]->at(2), 1605632.0 / 1024.0);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Bytes (KiB)"));
+        QVERIFY2(chart.chart()->title().contains("Model: 1.61 MiB -> 413.4 KiB (0.251)"),
+                 qPrintable(chart.chart()->title()));
+        Q_EMIT chart.barSeries()->barSets()[1]->hovered(true, 2);
+        QVERIFY(chart.lastToolTip().contains("401920 bytes"));
+        screenshot(chart, "memory");
+    }
+
+    void throughputChart()
+    {
+        ThroughputChart chart;
+        chart.setReport(m_report);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.barSeries()->count(), 2);
+        QCOMPARE(chart.barSeries()->barSets()[0]->at(0), 5764.267575499521);
+        QCOMPARE(chart.barSeries()->barSets()[1]->at(0), 4265.884113925323);
+        QVERIFY(chart.chart()->title().contains("CPU (2 threads)"));
+        QVERIFY(chart.chart()->title().contains("batch 64"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Samples per second"));
+        QCOMPARE(chart.realKernelCount(), 2);
+        QCOMPARE(chart.kernelLayerCount(), 4);
+        QVERIFY(anyContains(chart.kernelLines(),
+                            "at::_int_mm (int8 x int8 -> int32):  fc1, logits"));
+        QVERIFY(anyContains(chart.kernelLines(),
+                            "simulated (fake-quant, float32):  block1.conv, block2.conv"));
+        screenshot(chart, "throughput");
+    }
+
+    void paretoChartBySize()
+    {
+        const nlohmann::json compare = loadReport("fashion-cnn-compare.json");
+        ParetoChart chart;
+        chart.setComparison(compare);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.runSeries()->count(), 5);
+        QVERIFY(chart.floatSeries());
+        QCOMPARE(chart.floatSeries()->count(), 1);
+        QCOMPARE(chart.floatSeries()->at(0).y(), 0.924);
+        QCOMPARE(chart.runLabels(),
+                 (QStringList{"static-int8", "w4-int4", "w4-nf4", "fp8-e4m3", "bf16"}));
+        QCOMPARE(chart.runSeries()->at(2).x(), 219568.0 / (1024.0 * 1024.0));
+        // Front by size: w4-nf4 (0.209 MiB, 0.9195), static-int8 (0.404 MiB, 0.9235), bf16
+        // (0.806 MiB, 0.9245); w4-int4, fp8-e4m3 and float (1.61 MiB, 0.924) are dominated.
+        QLineSeries* front = chart.frontSeries();
+        QVERIFY(front);
+        QCOMPARE(front->count(), 3);
+        QCOMPARE(front->at(0).y(), 0.9195);
+        QCOMPARE(front->at(1).y(), 0.9235);
+        QCOMPARE(front->at(2).y(), 0.9245);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Model size (MiB)"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Top-1 accuracy"));
+        QVERIFY(chart.chart()->legend()->isVisible());
+        QSignalSpy spy(&chart, &ParetoChart::runClicked);
+        Q_EMIT chart.runSeries()->clicked(chart.runSeries()->at(3));
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.takeFirst().at(0).toInt(), 3);
+        screenshot(chart, "pareto-size");
+
+        chart.setCostAxis(ParetoChart::Axis::Latency);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Latency (ms per sample)"));
+        QCOMPARE(chart.runSeries()->at(0).x(), 1000.0 / 5332.654753016012);
+        QVERIFY(chart.floatSeries());
+        screenshot(chart, "pareto-latency");
+    }
+
+    void sensitivityChartRanksLayers()
+    {
+        SensitivityChart chart;
+        chart.setSensitivity(loadReport("fashion-cnn-sensitivity-w4-int4.json"));
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.rankedLayers(),
+                 (QStringList{"block1.conv", "fc1", "logits", "block2.conv"}));
+        QCOMPARE(chart.changesPoints().front(), -100.0 * 0.009500000000000064);
+        QVERIFY(chart.chart()->title().contains("w4-int4"));
+        QVERIFY(chart.chart()->title().contains("0.9240"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "(points)"));
+        QCOMPARE(chart.barSeries()->count(), 2);
+        QCOMPARE(chart.barSeries()->barSets()[0]->count(), 4);
+        // The top row (last category) is block1.conv, a drop: it is in the "worse" set.
+        QCOMPARE(chart.barSeries()->barSets()[0]->at(3), -0.9500000000000064);
+        QSignalSpy spy(&chart, &SensitivityChart::layerClicked);
+        Q_EMIT chart.barSeries()->barSets()[0]->clicked(3);
+        QCOMPARE(spy.takeFirst().at(0).toString(), QStringLiteral("block1.conv"));
+        screenshot(chart, "sensitivity");
+    }
+
+    void exportPngAndSvg()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        SqnrChart sqnr;
+        sqnr.setReport(m_report);
+        HistogramChart histogram;
+        histogram.setReport(m_report);
+        MemoryChart memory;
+        memory.setReport(m_report);
+        ThroughputChart throughput;
+        throughput.setReport(m_report);
+        ParetoChart pareto;
+        pareto.setComparison(loadReport("fashion-cnn-compare.json"));
+        SensitivityChart sensitivity;
+        sensitivity.setSensitivity(loadReport("fashion-cnn-sensitivity-w4-int4.json"));
+        int n = 0;
+        for (ChartBase* chart : std::initializer_list<ChartBase*>{
+                 &sqnr, &histogram, &memory, &throughput, &pareto, &sensitivity}) {
+            QVERIFY(chart->hasData());
+            chart->resize(640, 360);
+            const QString png = dir.filePath(QStringLiteral("c%1.png").arg(n));
+            const QString svg = dir.filePath(QStringLiteral("c%1.SVG").arg(n));
+            QVERIFY(chart->exportTo(png));
+            QVERIFY(exportChart(chart, svg));
+            QVERIFY(QFileInfo(png).size() > 0);
+            QVERIFY(QFileInfo(svg).size() > 0);
+            const QImage image(png);
+            QVERIFY(!image.isNull());
+            QCOMPARE(image.size() / image.devicePixelRatio(), QSize(640, 360));
+            QFile file(svg);
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QVERIFY(file.readAll().contains("<svg"));
+            ++n;
+        }
+        QVERIFY(!exportChart(&sqnr, dir.filePath("chart.jpg")));
+        QVERIFY(!QFileInfo::exists(dir.filePath("chart.jpg")));
+        QVERIFY(!exportChart(nullptr, dir.filePath("x.png")));
+        QVERIFY(!exportChart(&sqnr, QStringLiteral("/nonexistent-dir/chart.png")));
+    }
+
+    void emptyAndMalformedReportsShowNoData()
+    {
+        int i = 0;
+        for (const nlohmann::json& bad : malformedReports()) {
+            SqnrChart sqnr;
+            ParetoChart pareto;
+            SensitivityChart sensitivity;
+            pareto.setComparison(bad);
+            pareto.setComparison(nlohmann::json{{"runs", nlohmann::json::array({bad})}});
+            sensitivity.setSensitivity(bad);
+            QVERIFY(!pareto.hasData() && pareto.message().startsWith("No data"));
+            QVERIFY(!sensitivity.hasData() && sensitivity.message().startsWith("No data"));
+            HistogramChart histogram;
+            MemoryChart memory;
+            ThroughputChart throughput;
+            sqnr.setReport(bad);
+            memory.setReport(bad);
+            for (auto mode : {HistogramChart::Mode::Error, HistogramChart::Mode::Weights,
+                              HistogramChart::Mode::Activations}) {
+                histogram.setMode(mode);
+                histogram.setReport(bad);
+                QVERIFY(histogram.message().startsWith("No data"));
+            }
+            throughput.setReport(bad);
+            QVERIFY2(!sqnr.hasData() && sqnr.message().startsWith("No data"),
+                     qPrintable(QString::number(i)));
+            QVERIFY(!memory.hasData() && memory.message().startsWith("No data"));
+            if (i != 8) // the last one has a usable throughput with a bad kernel entry
+                QVERIFY(!throughput.hasData() && throughput.message().startsWith("No data"));
+            else
+                QVERIFY(anyContains(throughput.kernelLines(), "unknown"));
+            ++i;
+        }
+        SqnrChart chart;
+        chart.setReport(m_report);
+        chart.setReport(nlohmann::json::object()); // data, then nothing: back to "No data"
+        QCOMPARE(chart.chart()->series().size(), 0);
+        QVERIFY(chart.message().startsWith("No data"));
+        screenshot(chart, "no-data");
+    }
+
+private:
+    nlohmann::json m_report;
+};
+
+QTEST_MAIN(TestCharts)
+#include "test_charts.moc"

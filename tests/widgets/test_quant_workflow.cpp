@@ -1,0 +1,412 @@
+// The quantization workflow as a user drives it: open a model and labelled data, choose
+// static-int8, Run -> the report arrives (summary line, table metric columns, SQNR chart), a
+// layer picked in the table or the chart is selected everywhere (the histogram follows), "Keep
+// in float32" on a layer and re-run -> that layer is float32 in the report while data and the
+// float metric are reused, Cancel keeps the previous results, a bad scheme string is reported and
+// keeps the results, and the GUI thread keeps serving events while a run works. Models and data
+// are written by the test (no zoo build).
+
+#include "chart_histogram.h"
+#include "chart_memory.h"
+#include "chart_pareto.h"
+#include "chart_sensitivity.h"
+#include "chart_sqnr.h"
+#include "chart_throughput.h"
+#include "comparison_table_model.h"
+#include "job_runner.h"
+#include "layer_table_model.h"
+#include "main_window.h"
+#include "model_fixtures.h"
+#include "quant_job.h"
+#include "quant_panel.h"
+#include "report_view.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <QtTest>
+
+using bitlens::widgets::LayerTableModel;
+using bitlens::widgets::MainWindow;
+
+namespace {
+
+/// The layer names of a report.json, in order.
+QStringList reportLayers(const nlohmann::json& report)
+{
+    QStringList names;
+    for (const auto& layer : report["layers"])
+        names << QString::fromStdString(layer["name"].get<std::string>());
+    return names;
+}
+
+/// report.json's entry for `name`.
+nlohmann::json reportLayer(const nlohmann::json& report, const QString& name)
+{
+    for (const auto& layer : report["layers"])
+        if (layer["name"] == name.toStdString())
+            return layer;
+    return {};
+}
+
+QString cell(const MainWindow& window, const QString& layer, int column,
+             int role = Qt::DisplayRole)
+{
+    LayerTableModel* model = window.layerModel();
+    return model->data(model->index(model->rowOf(layer), column), role).toString();
+}
+
+/// The layer of the table's current row.
+QString currentTableLayer(MainWindow& window)
+{
+    const auto* proxy = window.layerTable()->model();
+    return proxy->data(proxy->index(window.layerTable()->currentIndex().row(), 0)).toString();
+}
+
+} // namespace
+
+class TestQuantWorkflow : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase();
+    void init();
+    void runShowsReport();
+    void selectionFollowsEverywhere();
+    void keepFloatOverrideReruns();
+    void cancelKeepsResults();
+    void badSchemeKeepsResults();
+    void eventLoopStaysResponsive();
+    void openAndSaveReport();
+    void panelComposesSchemeString();
+
+private:
+    /// A window with the small model and the labelled data open.
+    std::unique_ptr<MainWindow> openWindow();
+    /// Runs `scheme` and waits for the report.
+    void runAndWait(MainWindow& window, const QString& scheme);
+
+    QTemporaryDir m_dir;
+    QString m_model;
+    QString m_data;
+};
+
+void TestQuantWorkflow::initTestCase()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QVERIFY(m_dir.isValid());
+    m_model = m_dir.filePath(QStringLiteral("small.onnx"));
+    const std::string error = bitlens::testing::writeSmallCnn(m_model, 4, "small-cnn");
+    QVERIFY2(error.empty(), error.c_str());
+    m_data = bitlens::testing::writeSmallLabelledIdx(m_dir.path(), 3000);
+    QVERIFY(!m_data.isEmpty());
+}
+
+void TestQuantWorkflow::init()
+{
+    QSettings(QStringLiteral("BitLens"), QStringLiteral("BitLens")).clear();
+}
+
+std::unique_ptr<MainWindow> TestQuantWorkflow::openWindow()
+{
+    auto window = std::make_unique<MainWindow>();
+    window->setDialogsEnabled(false);
+    window->show();
+    QSignalSpy loaded(window.get(), &MainWindow::modelLoaded);
+    QSignalSpy dataLoaded(window.get(), &MainWindow::dataLoaded);
+    window->openModel(m_model);
+    window->openData(m_data);
+    if (loaded.isEmpty())
+        loaded.wait(30000);
+    if (dataLoaded.isEmpty())
+        dataLoaded.wait(30000);
+    if (!window->currentModel() || !window->currentData())
+        return nullptr;
+    return window;
+}
+
+void TestQuantWorkflow::runAndWait(MainWindow& window, const QString& scheme)
+{
+    QSignalSpy shown(&window, &MainWindow::reportShown);
+    QSignalSpy errors(&window, &MainWindow::errorShown);
+    window.runScheme(scheme);
+    QVERIFY(window.quantJobs()->isRunning());
+    QVERIFY(shown.wait(30000));
+    QVERIFY2(errors.isEmpty(), errors.isEmpty() ? "" : qPrintable(errors.front().front().toString()));
+}
+
+void TestQuantWorkflow::runShowsReport()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    QVERIFY(window->currentReport().is_null());
+    runAndWait(*window, QStringLiteral("static-int8"));
+
+    const nlohmann::json& report = window->currentReport();
+    QCOMPARE(reportLayers(report), QStringList({QStringLiteral("conv1"), QStringLiteral("fc")}));
+    QCOMPARE(report["metric"]["samples"].get<int>(), 2000);  // the interactive default
+    const QString summary = window->reportView()->summaryText();
+    QVERIFY2(summary.startsWith(QStringLiteral("static-int8: top-1 ")), qPrintable(summary));
+    QVERIFY2(summary.contains(QStringLiteral("points), size 5.8 KiB -> ")), qPrintable(summary));
+    QVERIFY2(summary.endsWith(QStringLiteral(" of 2 layers on real kernels")), qPrintable(summary));
+
+    // Quantizable layers get the report's numbers; relu1 and flatten stay blank.
+    const auto fc = reportLayer(report, QStringLiteral("fc"));
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::SqnrAccumulated),
+             QString::number(fc["sqnr_db_accumulated"].get<double>(), 'f', 1));
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::BytesQuantized),
+             bitlens::widgets::bytesText(fc["bytes_quantized"].get<std::int64_t>()));
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::Kernel),
+             QString::fromStdString(fc["kernel"].get<std::string>()));
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::Scheme),
+             QStringLiteral("int8 / uint8"));
+    QVERIFY(!cell(*window, QStringLiteral("conv1"), LayerTableModel::SqnrLocal).isEmpty());
+    QVERIFY(cell(*window, QStringLiteral("relu1"), LayerTableModel::SqnrLocal).isEmpty());
+    QVERIFY(cell(*window, QStringLiteral("flatten"), LayerTableModel::Kernel).isEmpty());
+    LayerTableModel* model = window->layerModel();
+    const QVariant heat = model->data(
+        model->index(model->rowOf(QStringLiteral("fc")), LayerTableModel::SqnrAccumulated),
+        Qt::BackgroundRole);
+    QCOMPARE(heat.value<QBrush>().color(),
+             LayerTableModel::heatColor(fc["sqnr_db_accumulated"].get<double>()));
+
+    QVERIFY(window->reportView()->sqnrChart()->hasData());
+    QVERIFY(window->reportView()->histogramChart()->hasData());
+    QVERIFY(window->reportView()->memoryChart()->hasData());
+    QVERIFY(window->reportView()->throughputChart()->hasData());
+    QCOMPARE(window->reportView()->sqnrChart()->layerNames(),
+             QStringList({QStringLiteral("conv1"), QStringLiteral("fc")}));
+}
+
+void TestQuantWorkflow::selectionFollowsEverywhere()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8"));
+    bitlens::widgets::ReportView* view = window->reportView();
+
+    // The table drives the charts...
+    window->layerTable()->setCurrentIndex(window->layerTable()->model()->index(
+        window->layerModel()->rowOf(QStringLiteral("fc")), 0));
+    QCOMPARE(view->selectedLayer(), QStringLiteral("fc"));
+    QCOMPARE(view->histogramLayer(), QStringLiteral("fc"));
+    QCOMPARE(view->histogramChart()->layer(), QStringLiteral("fc"));
+    QCOMPARE(view->sqnrChart()->selectedLayer(), QStringLiteral("fc"));
+    view->histogramMode()->setCurrentIndex(1);
+    QCOMPARE(view->histogramChart()->mode(), bitlens::widgets::HistogramChart::Mode::Weights);
+    QCOMPARE(view->histogramChart()->layer(), QStringLiteral("fc"));
+
+    // ...and a click on an SQNR bar drives the table and the histogram.
+    view->sqnrChart()->onBarClicked(0);
+    QCOMPARE(currentTableLayer(*window), QStringLiteral("conv1"));
+    QCOMPARE(view->histogramLayer(), QStringLiteral("conv1"));
+    QCOMPARE(view->histogramChart()->layer(), QStringLiteral("conv1"));
+
+    // A layer the report does not list (not quantizable) shows no histogram.
+    window->selectLayer(QStringLiteral("relu1"));
+    QCOMPARE(currentTableLayer(*window), QStringLiteral("relu1"));
+    QVERIFY(view->histogramLayer().isEmpty());
+}
+
+void TestQuantWorkflow::keepFloatOverrideReruns()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8"));
+    QCOMPARE(reportLayer(window->currentReport(), QStringLiteral("fc"))["weight_type"],
+             "int8");
+    const int loads = window->quantSession()->dataLoads();
+    QCOMPARE(window->quantSession()->floatEvaluations(), 1);
+
+    QVERIFY(window->setLayerOverride(QStringLiteral("fc"), QStringLiteral("float")));
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::Scheme),
+             QStringLiteral("float32 (kept)"));
+    QSignalSpy shown(window.get(), &MainWindow::reportShown);
+    window->runQuantization();
+    QVERIFY(shown.wait(30000));
+    const nlohmann::json& report = window->currentReport();
+    QCOMPARE(reportLayer(report, QStringLiteral("fc"))["weight_type"], "float32");
+    QCOMPARE(reportLayer(report, QStringLiteral("conv1"))["weight_type"], "int8");
+    QCOMPARE(report["scheme"]["overrides"]["fc"], "float");
+    // Only the quantized model was recomputed: data and the float metric came from the cache.
+    QCOMPARE(window->quantSession()->dataLoads(), loads);
+    QCOMPARE(window->quantSession()->floatEvaluations(), 1);
+
+    // A scheme override that does not parse is refused and names the layer.
+    QSignalSpy errors(window.get(), &MainWindow::errorShown);
+    QVERIFY(!window->setLayerOverride(QStringLiteral("conv1"), QStringLiteral("w9-int9")));
+    QCOMPARE(errors.size(), 1);
+    QVERIFY(errors.front().front().toString().startsWith(
+        QStringLiteral("Invalid scheme “w9-int9” for layer conv1: ")));
+    window->clearLayerOverride(QStringLiteral("fc"));
+    QVERIFY(window->layerOverrides().isEmpty());
+    QCOMPARE(cell(*window, QStringLiteral("fc"), LayerTableModel::Scheme),
+             QStringLiteral("float32 / float32"));
+}
+
+void TestQuantWorkflow::cancelKeepsResults()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8"));
+    const nlohmann::json before = window->currentReport();
+    const QString summaryBefore = window->reportView()->summaryText();
+
+    QSignalSpy shown(window.get(), &MainWindow::reportShown);
+    QSignalSpy stopped(window.get(), &MainWindow::quantizationStopped);
+    window->quantPanel()->setEvaluateAll(true);
+    window->runScheme(QStringLiteral("w4-int4"));
+    QVERIFY(window->quantJobs()->isRunning());
+    QVERIFY(window->quantPanel()->cancelButton()->isEnabled());
+    QTest::keyClick(window.get(), Qt::Key_Escape);  // the Cancel shortcut
+    QVERIFY(!window->quantJobs()->isRunning());
+    QCOMPARE(stopped.size(), 1);
+    QElapsedTimer stopping;
+    stopping.start();
+    QVERIFY(window->quantJobs()->waitForWorkers(10000));
+    QVERIFY2(stopping.elapsed() < 1000, "the worker stops within a second");
+    QTest::qWait(50);
+    QCOMPARE(shown.size(), 0);
+    QCOMPARE(window->currentReport(), before);
+    QCOMPARE(window->reportView()->summaryText(), summaryBefore);
+    QVERIFY(!window->quantPanel()->cancelButton()->isEnabled());
+}
+
+void TestQuantWorkflow::badSchemeKeepsResults()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8"));
+    const nlohmann::json before = window->currentReport();
+
+    QSignalSpy errors(window.get(), &MainWindow::errorShown);
+    window->runScheme(QStringLiteral("static-int8:bogus=1"));
+    QVERIFY(!window->quantJobs()->isRunning());
+    QCOMPARE(errors.size(), 1);
+    const QString message = errors.front().front().toString();
+    QVERIFY2(message.startsWith(QStringLiteral("Invalid scheme “static-int8:bogus=1”: "
+                                               "unknown option 'bogus'")),
+             qPrintable(message));
+    QCOMPARE(window->lastError(), message);
+    QCOMPARE(window->currentReport(), before);
+    // The panel shows the string it could not express, as typed.
+    QCOMPARE(window->quantPanel()->schemeLine()->text(), QStringLiteral("static-int8:bogus=1"));
+}
+
+void TestQuantWorkflow::eventLoopStaysResponsive()
+{
+    // A responsiveness check of the GUI thread, not a timing of the computation: a 10 ms timer
+    // must keep firing while the worker quantizes and analyzes, so no gap may exceed 100 ms.
+    auto window = openWindow();
+    QVERIFY(window);
+    window->quantPanel()->setEvaluateAll(true);
+    QElapsedTimer clock;
+    qint64 last = 0;
+    qint64 largestGap = 0;
+    int ticks = 0;
+    QTimer probe;
+    probe.setInterval(10);
+    connect(&probe, &QTimer::timeout, this, [&] {
+        const qint64 now = clock.elapsed();
+        largestGap = std::max(largestGap, now - last);
+        last = now;
+        ++ticks;
+    });
+    QSignalSpy shown(window.get(), &MainWindow::reportShown);
+    clock.start();
+    probe.start();
+    window->runScheme(QStringLiteral("static-int8:observer=entropy"));
+    QVERIFY(shown.wait(30000));
+    QTest::qWait(30);  // the report's delivery (table, charts) is inside the measured time
+    probe.stop();
+    qInfo("run took %lld ms, %d ticks, largest gap %lld ms", static_cast<long long>(last), ticks,
+          static_cast<long long>(largestGap));
+    QVERIFY(ticks >= 3);
+    QVERIFY2(largestGap < 100, qPrintable(QStringLiteral("largest gap %1 ms").arg(largestGap)));
+}
+
+void TestQuantWorkflow::openAndSaveReport()
+{
+    // A saved report opens without a model (for teaching) and shows what it holds.
+    MainWindow window;
+    window.setDialogsEnabled(false);
+    QVERIFY(window.openReport(QStringLiteral(BITLENS_TEST_DATA "/reports/fashion-cnn-static-int8.json")));
+    QCOMPARE(window.reportView()->summaryText(),
+             QStringLiteral("static-int8: top-1 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB "
+                            "-> 413.4 KiB (0.251), 2 of 4 layers on real kernels"));
+    QVERIFY(window.reportView()->sqnrChart()->hasData());
+
+    const QString saved = m_dir.filePath(QStringLiteral("saved.json"));
+    QVERIFY(window.saveReport(saved));
+    auto reread = bitlens::widgets::readJsonFile(saved.toStdString());
+    QVERIFY(reread.ok());
+    QCOMPARE(reread.value(), window.currentReport());
+
+    // A compare file fills the Compare tab; a sensitivity file the Sensitivity tab.
+    QVERIFY(window.openReport(QStringLiteral(BITLENS_TEST_DATA "/reports/fashion-cnn-compare.json")));
+    QVERIFY(window.reportView()->comparisonModel()->rowCount() > 0);
+    QVERIFY(window.reportView()->paretoChart()->hasData());
+    QCOMPARE(window.reportView()->tabs()->tabText(window.reportView()->tabs()->currentIndex()),
+             QStringLiteral("Compare"));
+    QVERIFY(window.openReport(
+        QStringLiteral(BITLENS_TEST_DATA "/reports/fashion-cnn-sensitivity-w4-int4.json")));
+    QVERIFY(window.reportView()->sensitivityChart()->hasData());
+    QCOMPARE(reread.value(), window.currentReport());  // the report on screen stays
+
+    QSignalSpy errors(&window, &MainWindow::errorShown);
+    const QString notJson = m_dir.filePath(QStringLiteral("not.json"));
+    QFile file(notJson);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("{ no");
+    file.close();
+    QVERIFY(!window.openReport(notJson));
+    QCOMPARE(errors.size(), 1);
+    QCOMPARE(errors.front().front().toString(),
+             QStringLiteral("Could not open report “%1”: not valid JSON").arg(notJson));
+    QCOMPARE(reread.value(), window.currentReport());
+}
+
+void TestQuantWorkflow::panelComposesSchemeString()
+{
+    bitlens::widgets::QuantPanel panel;
+    panel.presetBox()->setCurrentText(QStringLiteral("static-int8"));
+    QCOMPARE(panel.schemeText(), QStringLiteral("static-int8"));
+    panel.observerBox()->setCurrentText(QStringLiteral("percentile:99.99"));
+    panel.granularityBox()->setCurrentIndex(3);
+    panel.groupSizeBox()->setValue(128);
+    panel.symmetricBox()->setCheckState(Qt::Unchecked);
+    const QString expected =
+        QStringLiteral("static-int8:observer=percentile:99.99,group=128,sym=false");
+    QCOMPARE(panel.schemeText(), expected);
+    QCOMPARE(panel.schemeLine()->text(), expected);
+    QVERIFY(bitlens::widgets::checkScheme(expected.toStdString()).ok());
+
+    // A string the controls can express sets them; the round trip is exact.
+    bitlens::widgets::QuantPanel other;
+    other.setSchemeText(QStringLiteral("w4-int4:group=64"));
+    QCOMPARE(other.presetBox()->currentText(), QStringLiteral("w4-int4"));
+    QCOMPARE(other.groupSizeBox()->value(), 64);
+    QCOMPARE(other.schemeText(), QStringLiteral("w4-int4:group=64"));
+    other.setSchemeText(expected);
+    QCOMPARE(other.schemeText(), expected);
+    // Touching a control after a custom string goes back to what the controls say.
+    other.setSchemeText(QStringLiteral("w4-int4:weird=1"));
+    QCOMPARE(other.schemeText(), QStringLiteral("w4-int4:weird=1"));
+    other.observerBox()->setCurrentIndex(0);
+    other.granularityBox()->setCurrentIndex(0);
+    other.presetBox()->setCurrentText(QStringLiteral("dynamic-int8"));
+    QCOMPARE(other.schemeText(), QStringLiteral("dynamic-int8:sym=false"));
+}
+
+QTEST_MAIN(TestQuantWorkflow)
+#include "test_quant_workflow.moc"

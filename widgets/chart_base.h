@@ -1,0 +1,84 @@
+#pragma once
+// Shared setup of every BitLens chart: antialiasing, theme and readable fonts, a "No data"
+// message instead of an empty plot, hover tooltips, text items that follow the plot area, and a
+// context menu that exports the chart as PNG or SVG.
+
+#include <QChartView>
+#include <QString>
+
+#include <vector>
+
+QT_BEGIN_NAMESPACE
+class QAbstractAxis;
+class QAbstractSeries;
+class QGraphicsItem;
+class QGraphicsSimpleTextItem;
+class QValueAxis;
+QT_END_NAMESPACE
+
+namespace bitlens::widgets {
+
+/// Base of the report charts: a QChartView with the house look and common behaviour.
+class ChartBase : public QChartView {
+    Q_OBJECT
+
+public:
+    /// Creates an empty chart showing "No data".
+    explicit ChartBase(QWidget* parent = nullptr);
+    ~ChartBase() override;
+
+    /// True when the chart shows data, false when it shows a message ("No data ...") instead.
+    bool hasData() const { return m_hasData; }
+    /// The message shown instead of data ("No data" or "No data: <reason>"); empty with data.
+    QString message() const { return m_message; }
+    /// The text of the most recent hover tooltip; empty after the pointer left an item.
+    QString lastToolTip() const { return m_lastToolTip; }
+    /// Writes the chart as it is shown to `path`: ".png" or ".svg" (see exportChart).
+    bool exportTo(const QString& path);
+
+    QSize sizeHint() const override;
+
+protected:
+    /// Removes every series, axis and overlay text; the title stays.
+    void clearChart();
+    /// Clears the chart and shows `text` in the middle of it ("No data" for a missing report).
+    void showMessage(const QString& text);
+    /// Marks the chart as showing data and hides the message.
+    void markHasData();
+    /// Shows `text` as a tooltip at the pointer and remembers it for tests.
+    void showToolTip(const QString& text);
+    /// Hides the tooltip.
+    void hideToolTip();
+    /// A value axis with the house fonts and `title` (which names the unit), attached to the
+    /// chart at `alignment`.
+    QValueAxis* addValueAxis(const QString& title, Qt::Alignment alignment);
+    /// Applies the house fonts to `axis` and sets its title.
+    void styleAxis(QAbstractAxis* axis, const QString& title) const;
+    /// A text item drawn over the chart (so it is exported too); removed by clearChart().
+    QGraphicsSimpleTextItem* addOverlayText(const QString& text);
+    /// Called whenever the plot area moves or resizes: place overlay text there.
+    virtual void layoutOverlays() {}
+    /// Sets `axis` to [lo, hi] with ticks at round multiples (1, 2, 2.5 or 5 × 10^k) so that
+    /// about `targetTicks` labels show, with as many decimals as the step needs.
+    static void setRoundTicks(QValueAxis* axis, double lo, double hi, int targetTicks = 8);
+    /// Sets the chart title in the house font.
+    void setChartTitle(const QString& title);
+
+    void contextMenuEvent(QContextMenuEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+private:
+    void placeMessage();
+    void exportWithDialog(const QString& suffix);
+
+    QGraphicsSimpleTextItem* m_messageItem = nullptr;
+    std::vector<QGraphicsItem*> m_overlays;
+    QString m_message;
+    QString m_lastToolTip;
+    bool m_hasData = false;
+};
+
+/// A colour-blind-safe palette (Okabe-Ito) used for series across all charts.
+QColor chartColor(int index);
+
+} // namespace bitlens::widgets

@@ -1,0 +1,129 @@
+#include "chart_memory.h"
+
+#include "chart_json.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QValueAxis>
+
+#include <algorithm>
+
+namespace bitlens::widgets {
+
+namespace rj = reportjson;
+
+MemoryChart::MemoryChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Memory per layer"));
+}
+
+void MemoryChart::setReport(const nlohmann::json& report)
+{
+    try {
+        build(report);
+    } catch (const std::exception& error) {
+        m_series = nullptr;
+        showMessage(tr("No data: malformed report (%1)").arg(QString::fromUtf8(error.what())));
+    }
+}
+
+void MemoryChart::build(const nlohmann::json& report)
+{
+    m_names.clear();
+    m_float.clear();
+    m_quantized.clear();
+    m_series = nullptr;
+    setChartTitle(tr("Memory per layer"));
+    if (const nlohmann::json* layers = rj::array(report, "layers")) {
+        for (const nlohmann::json& layer : *layers) {
+            const QString name = rj::text(layer, "name");
+            const auto bytesFloat = rj::number(layer, "bytes_float");
+            const auto bytesQuantized = rj::number(layer, "bytes_quantized");
+            if (name.isEmpty() || !bytesFloat || !bytesQuantized)
+                continue;
+            m_names << name;
+            m_float.push_back(*bytesFloat);
+            m_quantized.push_back(*bytesQuantized);
+        }
+    }
+    if (m_names.isEmpty()) {
+        showMessage(tr("No data: the report has no per-layer byte counts"));
+        return;
+    }
+    clearChart();
+    markHasData();
+
+    QString title = tr("Memory per layer — %1").arg(rj::schemeName(report));
+    if (const nlohmann::json* size = rj::object(report, "size_bytes")) {
+        const auto total = rj::number(*size, "float");
+        const auto quantized = rj::number(*size, "quantized");
+        if (total && quantized && *total > 0)
+            title += tr("    Model: %1 -> %2 (%3)")
+                         .arg(rj::bytesLabel(*total), rj::bytesLabel(*quantized))
+                         .arg(*quantized / *total, 0, 'f', 3);
+    }
+    setChartTitle(title);
+
+    const double largest = std::max(*std::max_element(m_float.begin(), m_float.end()),
+                                    *std::max_element(m_quantized.begin(), m_quantized.end()));
+    const bool mib = largest >= 10.0 * 1024 * 1024;
+    m_unit = mib ? QStringLiteral("MiB") : QStringLiteral("KiB");
+    const double divisor = mib ? 1024.0 * 1024.0 : 1024.0;
+
+    auto* floatSet = new QBarSet(tr("Float (bytes_float)"));
+    auto* quantizedSet = new QBarSet(tr("Quantized: codes + scales + zero points"));
+    floatSet->setColor(chartColor(6));
+    quantizedSet->setColor(chartColor(2));
+    for (QBarSet* set : {floatSet, quantizedSet})
+        set->setLabelColor(QColor(0x33, 0x33, 0x33));
+    for (std::size_t i = 0; i < m_float.size(); ++i) {
+        *floatSet << m_float[i] / divisor;
+        *quantizedSet << m_quantized[i] / divisor;
+    }
+    m_series = new QBarSeries;
+    m_series->append(floatSet);
+    m_series->append(quantizedSet);
+    m_series->setBarWidth(0.7);
+    // Value labels help while they fit; with many layers the tooltips carry the numbers.
+    if (m_names.size() <= 12) {
+        m_series->setLabelsVisible(true);
+        m_series->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
+        m_series->setLabelsPrecision(4);
+        m_series->setLabelsFormat(QStringLiteral("@value"));
+    }
+    chart()->addSeries(m_series);
+
+    auto* axisX = new QBarCategoryAxis;
+    axisX->append(m_names);
+    styleAxis(axisX, tr("Layer (graph order)"));
+    chart()->addAxis(axisX, Qt::AlignBottom);
+    m_series->attachAxis(axisX);
+    QValueAxis* axisY = addValueAxis(tr("Bytes (%1)").arg(m_unit), Qt::AlignLeft);
+    setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
+    m_series->attachAxis(axisY);
+
+    for (QBarSet* set : {floatSet, quantizedSet})
+        connect(set, &QBarSet::hovered, this, &MemoryChart::onHovered);
+}
+
+void MemoryChart::onHovered(bool status, int index)
+{
+    if (!status || index < 0 || index >= m_names.size()) {
+        hideToolTip();
+        return;
+    }
+    const auto i = static_cast<std::size_t>(index);
+    const QString ratio = m_float[i] > 0 ? QString::number(m_quantized[i] / m_float[i], 'f', 3)
+                                         : QStringLiteral("-");
+    showToolTip(tr("<b>%1</b><br>float %2 (%3 bytes)<br>quantized %4 (%5 bytes)<br>"
+                   "quantized / float %6")
+                    .arg(m_names[index].toHtmlEscaped(), rj::bytesLabel(m_float[i]))
+                    .arg(m_float[i], 0, 'f', 0)
+                    .arg(rj::bytesLabel(m_quantized[i]))
+                    .arg(m_quantized[i], 0, 'f', 0)
+                    .arg(ratio));
+}
+
+} // namespace bitlens::widgets

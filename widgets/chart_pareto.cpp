@@ -1,0 +1,280 @@
+#include "chart_pareto.h"
+
+#include "chart_json.h"
+
+#include <QChart>
+#include <QGraphicsSimpleTextItem>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace bitlens::widgets {
+
+namespace rj = reportjson;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+} // namespace
+
+ParetoChart::ParetoChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Accuracy vs cost"));
+}
+
+void ParetoChart::setComparison(const nlohmann::json& comparison)
+{
+    m_data.clear();
+    m_floatRun.reset();
+    m_metricTitle = rj::metricTitle(QString());
+    try {
+        if (const nlohmann::json* runs = rj::array(comparison, "runs")) {
+            double floatRateSum = 0.0;
+            int floatRates = 0;
+            for (std::size_t i = 0; i < runs->size(); ++i) {
+                const nlohmann::json& run = (*runs)[i];
+                const nlohmann::json* metric = rj::object(run, "metric");
+                const auto quantized = metric ? rj::number(*metric, "quantized") : std::nullopt;
+                if (!quantized)
+                    continue;
+                Run entry{static_cast<int>(i), rj::schemeName(run), *quantized, NAN, NAN};
+                const nlohmann::json* size = rj::object(run, "size_bytes");
+                if (const auto bytes = size ? rj::number(*size, "quantized") : std::nullopt)
+                    entry.sizeMiB = *bytes / kMiB;
+                const nlohmann::json* throughput = rj::object(run, "throughput");
+                if (throughput) {
+                    const auto rate = rj::number(*throughput, "quantized_samples_per_s");
+                    if (rate && *rate > 0)
+                        entry.latencyMs = 1000.0 / *rate;
+                    const auto floatRate = rj::number(*throughput, "float_samples_per_s");
+                    if (floatRate && *floatRate > 0) {
+                        floatRateSum += *floatRate;
+                        ++floatRates;
+                    }
+                }
+                if (!m_floatRun) {
+                    const auto floatMetric = rj::number(*metric, "float");
+                    const auto floatBytes = size ? rj::number(*size, "float") : std::nullopt;
+                    if (floatMetric)
+                        m_floatRun = Run{-1, tr("float32"), *floatMetric,
+                                         floatBytes ? *floatBytes / kMiB : NAN, NAN};
+                    m_metricTitle = rj::metricTitle(rj::text(*metric, "name"));
+                }
+                m_data.push_back(entry);
+            }
+            // Every run measures float again on the same batch: the marker is their mean.
+            if (m_floatRun && floatRates > 0)
+                m_floatRun->latencyMs = 1000.0 / (floatRateSum / floatRates);
+        }
+    } catch (const std::exception&) {
+        m_data.clear();
+        m_floatRun.reset();
+    }
+    rebuild();
+}
+
+void ParetoChart::setCostAxis(Axis axis)
+{
+    m_axis = axis;
+    rebuild();
+}
+
+double ParetoChart::cost(const Run& run) const
+{
+    return m_axis == Axis::Size ? run.sizeMiB : run.latencyMs;
+}
+
+QStringList ParetoChart::runLabels() const
+{
+    QStringList labels;
+    for (const Run& run : m_shown)
+        labels << run.label;
+    return labels;
+}
+
+void ParetoChart::rebuild()
+{
+    m_runs = nullptr;
+    m_float = nullptr;
+    m_front = nullptr;
+    m_labels.clear();
+    m_shown.clear();
+    const QString costTitle = m_axis == Axis::Size ? tr("Model size (MiB)")
+                                                   : tr("Latency (ms per sample)");
+    setChartTitle(m_axis == Axis::Size ? tr("%1 vs model size").arg(m_metricTitle)
+                                       : tr("%1 vs latency").arg(m_metricTitle));
+    for (const Run& run : m_data)
+        if (std::isfinite(cost(run)))
+            m_shown.push_back(run);
+    if (m_shown.empty()) {
+        showMessage(m_data.empty() ? tr("No data: the compare file has no runs with a metric")
+                                   : tr("No data: the runs have no %1").arg(costTitle.toLower()));
+        return;
+    }
+    clearChart();
+    markHasData();
+
+    std::vector<Run> all = m_shown;
+    const bool showFloat = m_floatRun && std::isfinite(cost(*m_floatRun));
+    if (showFloat)
+        all.push_back(*m_floatRun);
+
+    m_runs = new QScatterSeries;
+    m_runs->setName(tr("Quantized runs"));
+    m_runs->setMarkerSize(11);
+    m_runs->setColor(chartColor(0));
+    m_runs->setBorderColor(Qt::white);
+    for (const Run& run : m_shown)
+        m_runs->append(cost(run), run.metric);
+    if (showFloat) {
+        m_float = new QScatterSeries;
+        m_float->setName(tr("Float model"));
+        m_float->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+        m_float->setMarkerSize(13);
+        m_float->setColor(chartColor(6));
+        m_float->append(cost(*m_floatRun), m_floatRun->metric);
+    }
+
+    // Pareto front: walking from the cheapest point, keep each point more accurate than every
+    // cheaper one (ties in cost keep the more accurate).
+    std::vector<Run> sorted = all;
+    std::sort(sorted.begin(), sorted.end(), [this](const Run& a, const Run& b) {
+        return cost(a) != cost(b) ? cost(a) < cost(b) : a.metric > b.metric;
+    });
+    m_front = new QLineSeries;
+    m_front->setName(tr("Pareto front (best %1 for the cost)").arg(m_metricTitle.toLower()));
+    QPen frontPen(chartColor(1));
+    frontPen.setWidthF(2.0);
+    m_front->setPen(frontPen);
+    double best = -std::numeric_limits<double>::infinity();
+    for (const Run& run : sorted)
+        if (run.metric > best) {
+            best = run.metric;
+            m_front->append(cost(run), run.metric);
+        }
+
+    chart()->addSeries(m_front);
+    chart()->addSeries(m_runs);
+    if (m_float)
+        chart()->addSeries(m_float);
+
+    double xLo = std::numeric_limits<double>::infinity();
+    double xHi = -xLo;
+    double yLo = xLo;
+    double yHi = -xLo;
+    for (const Run& run : all) {
+        xLo = std::min(xLo, cost(run));
+        xHi = std::max(xHi, cost(run));
+        yLo = std::min(yLo, run.metric);
+        yHi = std::max(yHi, run.metric);
+    }
+    const double xPad = std::max(1e-6, (xHi - xLo) * 0.12);
+    const double yPad = std::max(1e-4, (yHi - yLo) * 0.15);
+    QValueAxis* axisX = addValueAxis(costTitle, Qt::AlignBottom);
+    setRoundTicks(axisX, std::max(0.0, xLo - xPad), xHi + xPad, 8);
+    QValueAxis* axisY = addValueAxis(m_metricTitle, Qt::AlignLeft);
+    setRoundTicks(axisY, yLo - yPad, yHi + yPad, 6);
+    for (QAbstractSeries* series : chart()->series()) {
+        series->attachAxis(axisX);
+        series->attachAxis(axisY);
+    }
+
+    for (const Run& run : all)
+        m_labels.push_back(addOverlayText(run.label));
+
+    connect(m_runs, &QScatterSeries::clicked, this, &ParetoChart::onPointClicked);
+    const auto hover = [this](const QPointF& point, bool state) {
+        if (!state) {
+            hideToolTip();
+            return;
+        }
+        std::vector<Run> candidates = m_shown;
+        if (m_floatRun)
+            candidates.push_back(*m_floatRun);
+        for (const Run& run : candidates)
+            if (std::abs(cost(run) - point.x()) < 1e-12 && std::abs(run.metric - point.y()) < 1e-12)
+                showToolTip(tr("<b>%1</b><br>%2 %3<br>size %4 MiB<br>latency %5 ms per sample%6")
+                                .arg(run.label.toHtmlEscaped(), m_metricTitle)
+                                .arg(run.metric, 0, 'f', 4)
+                                .arg(run.sizeMiB, 0, 'f', 3)
+                                .arg(run.latencyMs, 0, 'f', 4)
+                                .arg(run.index < 0 ? tr("<br>(float latency: mean over the runs)")
+                                                   : QString()));
+    };
+    connect(m_runs, &QScatterSeries::hovered, this, hover);
+    if (m_float)
+        connect(m_float, &QScatterSeries::hovered, this, hover);
+    layoutOverlays();
+}
+
+void ParetoChart::layoutOverlays()
+{
+    if (!m_runs || m_labels.empty())
+        return;
+    // Labels go right of their point; one that would overlap a placed label tries below, above,
+    // then left, then further down.
+    std::vector<QRectF> placed;
+    const QRectF area = chart()->plotArea();
+    std::vector<Run> all = m_shown;
+    if (m_float && m_floatRun)
+        all.push_back(*m_floatRun);
+    for (std::size_t i = 0; i < m_labels.size() && i < all.size(); ++i) {
+        QGraphicsSimpleTextItem* item = m_labels[i];
+        const QPointF p = chart()->mapToPosition(QPointF(cost(all[i]), all[i].metric), m_runs);
+        const QRectF box = item->boundingRect();
+        const std::vector<QPointF> candidates = {
+            {p.x() + 9, p.y() - box.height() / 2},
+            {p.x() - box.width() / 2, p.y() + 8},
+            {p.x() - box.width() / 2, p.y() - box.height() - 8},
+            {p.x() - box.width() - 9, p.y() - box.height() / 2},
+            {p.x() + 9, p.y() + box.height()},
+            {p.x() + 9, p.y() - 2 * box.height()},
+        };
+        QPointF chosen = candidates.front();
+        for (const QPointF& c : candidates) {
+            const QRectF rect(c, box.size());
+            const bool free = std::none_of(placed.begin(), placed.end(), [&](const QRectF& r) {
+                return r.intersects(rect);
+            });
+            if (free && area.contains(rect)) {
+                chosen = c;
+                break;
+            }
+        }
+        item->setPos(chosen);
+        placed.emplace_back(chosen, box.size());
+    }
+}
+
+void ParetoChart::onPointClicked(const QPointF& point)
+{
+    double xSpan = 1.0;
+    double ySpan = 1.0;
+    if (m_runs)
+        for (QAbstractAxis* axis : m_runs->attachedAxes())
+            if (auto* value = qobject_cast<QValueAxis*>(axis);
+                value && value->max() > value->min())
+                (axis->orientation() == Qt::Horizontal ? xSpan : ySpan) =
+                    value->max() - value->min();
+    int best = -1;
+    double bestDistance = std::numeric_limits<double>::infinity();
+    for (const Run& run : m_shown) {
+        // Nearest relative to the axis spans: size (MiB) and accuracy have unrelated scales.
+        const double dx = (cost(run) - point.x()) / xSpan;
+        const double dy = (run.metric - point.y()) / ySpan;
+        const double distance = dx * dx + dy * dy;
+        if (distance < bestDistance) {
+            bestDistance = distance;
+            best = run.index;
+        }
+    }
+    if (best >= 0)
+        Q_EMIT runClicked(best);
+}
+
+} // namespace bitlens::widgets

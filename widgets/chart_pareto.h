@@ -1,0 +1,84 @@
+#pragma once
+// Accuracy against cost for the runs of a compare file: top-1 vs model size (or vs latency),
+// the float model as its own marker, and the Pareto front (best accuracy for the cost).
+
+#include "chart_base.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QPointF>
+#include <QStringList>
+
+#include <optional>
+#include <vector>
+
+QT_BEGIN_NAMESPACE
+class QLineSeries;
+class QScatterSeries;
+QT_END_NAMESPACE
+
+namespace bitlens::widgets {
+
+/// Scatter of metric.quantized against size_bytes.quantized (MiB) or latency (ms per sample).
+class ParetoChart : public ChartBase {
+    Q_OBJECT
+
+public:
+    /// The cost on the x axis.
+    enum class Axis {
+        Size,    ///< size_bytes.quantized in MiB
+        Latency, ///< 1000 / throughput.quantized_samples_per_s, ms per sample
+    };
+
+    /// Creates an empty chart ("No data").
+    explicit ParetoChart(QWidget* parent = nullptr);
+
+    /// Shows the runs of a compare file ({"runs": [report, ...]}). Never throws.
+    void setComparison(const nlohmann::json& comparison);
+    /// The cost shown on the x axis.
+    Axis costAxis() const { return m_axis; }
+    /// Point labels of the runs shown (scheme.preset or spec), in run order.
+    QStringList runLabels() const;
+    /// The runs' scatter series; nullptr without data.
+    QScatterSeries* runSeries() const { return m_runs; }
+    /// The float model's marker; nullptr without a float metric.
+    QScatterSeries* floatSeries() const { return m_float; }
+    /// The Pareto front through the non-dominated points, cheapest first; nullptr without data.
+    QLineSeries* frontSeries() const { return m_front; }
+
+public Q_SLOTS:
+    /// Shows size or latency on the x axis.
+    void setCostAxis(bitlens::widgets::ParetoChart::Axis axis);
+    /// What a click on the runs' series at `point` does: emits runClicked for the nearest run.
+    void onPointClicked(const QPointF& point);
+
+Q_SIGNALS:
+    /// The user clicked the point of run `index` (index into "runs").
+    void runClicked(int index);
+
+protected:
+    void layoutOverlays() override;
+
+private:
+    struct Run {
+        int index;        // into "runs"
+        QString label;
+        double metric;
+        double sizeMiB;   // NaN when unknown
+        double latencyMs; // NaN when unknown
+    };
+    void rebuild();
+    double cost(const Run& run) const;
+
+    std::vector<Run> m_data;
+    std::vector<Run> m_shown;
+    std::optional<Run> m_floatRun;
+    QString m_metricTitle;
+    Axis m_axis = Axis::Size;
+    QScatterSeries* m_runs = nullptr;
+    QScatterSeries* m_float = nullptr;
+    QLineSeries* m_front = nullptr;
+    std::vector<QGraphicsSimpleTextItem*> m_labels;
+};
+
+} // namespace bitlens::widgets

@@ -1,0 +1,152 @@
+#include "chart_sensitivity.h"
+
+#include "chart_json.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QHorizontalStackedBarSeries>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace bitlens::widgets {
+
+namespace rj = reportjson;
+
+SensitivityChart::SensitivityChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Sensitivity per layer"));
+}
+
+void SensitivityChart::setSensitivity(const nlohmann::json& sensitivity)
+{
+    try {
+        build(sensitivity);
+    } catch (const std::exception& error) {
+        m_series = nullptr;
+        showMessage(tr("No data: malformed sensitivity file (%1)")
+                        .arg(QString::fromUtf8(error.what())));
+    }
+}
+
+void SensitivityChart::build(const nlohmann::json& sensitivity)
+{
+    m_names.clear();
+    m_changes.clear();
+    m_metrics.clear();
+    m_sqnr.clear();
+    m_series = nullptr;
+    setChartTitle(tr("Sensitivity per layer"));
+    struct Entry {
+        QString name;
+        double drop;
+        double metric;
+        std::optional<double> sqnr;
+    };
+    std::vector<Entry> entries;
+    if (const nlohmann::json* layers = rj::array(sensitivity, "layers"))
+        for (const nlohmann::json& layer : *layers) {
+            const QString name = rj::text(layer, "layer");
+            const auto drop = rj::number(layer, "drop");
+            if (name.isEmpty() || !drop)
+                continue;
+            entries.push_back({name, *drop, rj::number(layer, "metric").value_or(NAN),
+                               rj::number(layer, "sqnr_db")});
+        }
+    if (entries.empty()) {
+        showMessage(tr("No data: the sensitivity file has no layers"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const Entry& a, const Entry& b) { return a.drop > b.drop; });
+    for (const Entry& e : entries) {
+        m_names << e.name;
+        m_changes.push_back(-100.0 * e.drop);
+        m_metrics.push_back(e.metric);
+        m_sqnr.push_back(e.sqnr);
+    }
+
+    QString metricName;
+    std::optional<double> floatMetric;
+    if (const nlohmann::json* metric = rj::object(sensitivity, "metric")) {
+        metricName = rj::text(*metric, "name");
+        floatMetric = rj::number(*metric, "float");
+    }
+    m_metricTitle = rj::metricTitle(metricName);
+    QString title = tr("Sensitivity to %1, one layer quantized at a time")
+                        .arg(rj::schemeName(sensitivity));
+    if (floatMetric)
+        title += tr(" — float %1 %2").arg(m_metricTitle.toLower()).arg(*floatMetric, 0, 'f', 4);
+    setChartTitle(title);
+
+    // Category 0 is drawn at the bottom: reverse so that the most sensitive layer is on top.
+    // Two stacked sets (one value each per row) colour worse and better rows differently.
+    auto* worse = new QBarSet(tr("Worse than float (keep in higher precision?)"));
+    auto* better = new QBarSet(tr("Same or better than float"));
+    worse->setColor(chartColor(3));
+    better->setColor(chartColor(2));
+    QStringList categories;
+    for (int i = static_cast<int>(m_names.size()) - 1; i >= 0; --i) {
+        const double change = m_changes[static_cast<std::size_t>(i)];
+        *worse << (change < 0 ? change : 0.0);
+        *better << (change < 0 ? 0.0 : change);
+        categories << m_names[i];
+    }
+    m_series = new QHorizontalStackedBarSeries;
+    m_series->append(worse);
+    m_series->append(better);
+    m_series->setBarWidth(0.6);
+    chart()->addSeries(m_series);
+
+    auto* axisY = new QBarCategoryAxis;
+    axisY->append(categories);
+    styleAxis(axisY, tr("Layer (most sensitive on top)"));
+    chart()->addAxis(axisY, Qt::AlignLeft);
+    m_series->attachAxis(axisY);
+    const auto [lo, hi] = std::minmax_element(m_changes.begin(), m_changes.end());
+    const double span = std::max(0.1, *hi - *lo);
+    QValueAxis* axisX = addValueAxis(tr("Change in %1 (points)").arg(m_metricTitle.toLower()),
+                                     Qt::AlignBottom);
+    setRoundTicks(axisX, std::min(0.0, *lo) - 0.08 * span, std::max(0.0, *hi) + 0.08 * span, 8);
+    m_series->attachAxis(axisX);
+
+    const int count = static_cast<int>(m_names.size());
+    for (QBarSet* set : {worse, better}) {
+        connect(set, &QBarSet::clicked, this,
+                [this, count](int index) { onBarClicked(count - 1 - index); });
+        connect(set, &QBarSet::hovered, this, [this, count](bool status, int index) {
+            const int rank = count - 1 - index;
+            if (!status || rank < 0 || rank >= count) {
+                hideToolTip();
+                return;
+            }
+            const auto i = static_cast<std::size_t>(rank);
+            QString text = tr("<b>%1</b> (rank %2 of %3)<br>%4 change %5 points")
+                               .arg(m_names[rank].toHtmlEscaped())
+                               .arg(rank + 1)
+                               .arg(count)
+                               .arg(m_metricTitle)
+                               .arg(m_changes[i], 0, 'f', 2);
+            if (std::isfinite(m_metrics[i]))
+                text += tr("<br>%1 with only this layer quantized: %2")
+                            .arg(m_metricTitle)
+                            .arg(m_metrics[i], 0, 'f', 4);
+            if (m_sqnr[i])
+                text += tr("<br>SQNR %1 dB").arg(*m_sqnr[i], 0, 'f', 2);
+            showToolTip(text);
+        });
+    }
+}
+
+void SensitivityChart::onBarClicked(int index)
+{
+    if (index >= 0 && index < m_names.size())
+        Q_EMIT layerClicked(m_names[index]);
+}
+
+} // namespace bitlens::widgets

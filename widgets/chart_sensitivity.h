@@ -1,0 +1,55 @@
+#pragma once
+// Sensitivity: the metric change when only one layer is quantized, per layer, worst first.
+
+#include "chart_base.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QStringList>
+
+#include <optional>
+#include <vector>
+
+QT_BEGIN_NAMESPACE
+class QHorizontalStackedBarSeries;
+QT_END_NAMESPACE
+
+namespace bitlens::widgets {
+
+/// Horizontal bars of -100 * layers[].drop (points) from `bitlens-cli sensitivity --report`.
+class SensitivityChart : public ChartBase {
+    Q_OBJECT
+
+public:
+    /// Creates an empty chart ("No data").
+    explicit SensitivityChart(QWidget* parent = nullptr);
+
+    /// Shows a sensitivity file; "No data" without layers. Never throws.
+    void setSensitivity(const nlohmann::json& sensitivity);
+    /// Layer names ranked, the largest drop first.
+    QStringList rankedLayers() const { return m_names; }
+    /// Metric change in points per ranked layer (negative: worse than float).
+    std::vector<double> changesPoints() const { return m_changes; }
+    /// The series (sets: worse, not worse); nullptr without data.
+    QHorizontalStackedBarSeries* barSeries() const { return m_series; }
+
+public Q_SLOTS:
+    /// What a click on the bar of the layer ranked `index` (0: most sensitive) does.
+    void onBarClicked(int index);
+
+Q_SIGNALS:
+    /// The user clicked the bar of layer `name`.
+    void layerClicked(const QString& name);
+
+private:
+    void build(const nlohmann::json& sensitivity);
+
+    QStringList m_names;
+    std::vector<double> m_changes;
+    std::vector<double> m_metrics;
+    std::vector<std::optional<double>> m_sqnr;
+    QHorizontalStackedBarSeries* m_series = nullptr;
+    QString m_metricTitle;
+};
+
+} // namespace bitlens::widgets

@@ -1,0 +1,166 @@
+#include "chart_throughput.h"
+
+#include "chart_json.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QFontMetricsF>
+#include <QGraphicsSimpleTextItem>
+#include <QLegend>
+#include <QValueAxis>
+
+#include <map>
+
+namespace bitlens::widgets {
+
+namespace rj = reportjson;
+
+bool isRealKernel(const QString& kernel)
+{
+    return !kernel.isEmpty() && !kernel.startsWith(QLatin1String("simulated"))
+           && kernel != QLatin1String("float") && !kernel.startsWith(QLatin1String("float "));
+}
+
+ThroughputChart::ThroughputChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Throughput"));
+}
+
+void ThroughputChart::setReport(const nlohmann::json& report)
+{
+    try {
+        build(report);
+    } catch (const std::exception& error) {
+        m_series = nullptr;
+        m_kernelText = nullptr;
+        showMessage(tr("No data: malformed report (%1)").arg(QString::fromUtf8(error.what())));
+    }
+    layoutOverlays();
+}
+
+void ThroughputChart::build(const nlohmann::json& report)
+{
+    m_series = nullptr;
+    m_kernelText = nullptr;
+    m_kernelLines.clear();
+    m_realKernels = 0;
+    m_kernelLayers = 0;
+    chart()->setMargins(QMargins(6, 6, 6, 6));
+    setChartTitle(tr("Throughput"));
+    const nlohmann::json* throughput = rj::object(report, "throughput");
+    const auto floatRate = throughput ? rj::number(*throughput, "float_samples_per_s")
+                                      : std::optional<double>();
+    const auto quantizedRate = throughput ? rj::number(*throughput, "quantized_samples_per_s")
+                                          : std::optional<double>();
+    if (!floatRate || !quantizedRate) {
+        showMessage(tr("No data: the report has no throughput measurement"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    m_floatRate = *floatRate;
+    m_quantizedRate = *quantizedRate;
+
+    const QString device = rj::text(*throughput, "device");
+    const auto batch = rj::number(*throughput, "batch");
+    QString title = tr("Throughput — %1 on %2")
+                        .arg(rj::schemeName(report),
+                             device.isEmpty() ? tr("unknown device") : device);
+    if (batch)
+        title += tr(", batch %1").arg(*batch, 0, 'f', 0);
+    if (m_floatRate > 0)
+        title += tr("    quantized / float %1×").arg(m_quantizedRate / m_floatRate, 0, 'f', 2);
+    setChartTitle(title);
+
+    auto* floatSet = new QBarSet(tr("Float32"));
+    auto* quantizedSet = new QBarSet(tr("Quantized (%1)").arg(rj::schemeName(report)));
+    floatSet->setColor(chartColor(6));
+    quantizedSet->setColor(chartColor(2));
+    for (QBarSet* set : {floatSet, quantizedSet})
+        set->setLabelColor(QColor(0x33, 0x33, 0x33));
+    *floatSet << m_floatRate;
+    *quantizedSet << m_quantizedRate;
+    m_series = new QBarSeries;
+    m_series->append(floatSet);
+    m_series->append(quantizedSet);
+    m_series->setBarWidth(0.45);
+    m_series->setLabelsVisible(true);
+    m_series->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
+    m_series->setLabelsPrecision(5);
+    m_series->setLabelsFormat(QStringLiteral("@value samples/s"));
+    chart()->addSeries(m_series);
+
+    auto* axisX = new QBarCategoryAxis;
+    axisX->append(batch ? tr("One batch of %1 samples").arg(*batch, 0, 'f', 0)
+                        : tr("One batch"));
+    styleAxis(axisX, tr("Run"));
+    chart()->addAxis(axisX, Qt::AlignBottom);
+    m_series->attachAxis(axisX);
+    QValueAxis* axisY = addValueAxis(tr("Samples per second"), Qt::AlignLeft);
+    setRoundTicks(axisY, 0.0, std::max(m_floatRate, m_quantizedRate) * 1.12, 6);
+    m_series->attachAxis(axisY);
+
+    connect(floatSet, &QBarSet::hovered, this, [this](bool status, int) {
+        status ? showToolTip(tr("Float32: %1 samples/s (%2 ms per sample)")
+                                 .arg(m_floatRate, 0, 'f', 1)
+                                 .arg(1000.0 / m_floatRate, 0, 'f', 4))
+               : hideToolTip();
+    });
+    connect(quantizedSet, &QBarSet::hovered, this, [this](bool status, int) {
+        status ? showToolTip(tr("Quantized: %1 samples/s (%2 ms per sample)")
+                                 .arg(m_quantizedRate, 0, 'f', 1)
+                                 .arg(1000.0 / m_quantizedRate, 0, 'f', 4))
+               : hideToolTip();
+    });
+
+    // Kernels, grouped: "at::_int_mm (int8 x int8 -> int32): fc1, logits". Layer order is kept
+    // within a group; groups list real kernels first.
+    std::vector<std::pair<QString, QStringList>> groups;
+    if (const nlohmann::json* kernels = rj::object(*throughput, "kernels")) {
+        for (auto it = kernels->begin(); it != kernels->end(); ++it) {
+            const QString kernel = it->is_string() ? QString::fromStdString(it->get<std::string>())
+                                                   : tr("unknown");
+            const QString layer = QString::fromStdString(it.key());
+            ++m_kernelLayers;
+            if (isRealKernel(kernel))
+                ++m_realKernels;
+            auto group = std::find_if(groups.begin(), groups.end(),
+                                      [&](const auto& g) { return g.first == kernel; });
+            if (group == groups.end())
+                groups.push_back({kernel, {layer}});
+            else
+                group->second << layer;
+        }
+    }
+    std::stable_partition(groups.begin(), groups.end(),
+                          [](const auto& g) { return isRealKernel(g.first); });
+    if (m_kernelLayers > 0) {
+        m_kernelLines << tr("Kernels: %1 of %2 layers on a real low-bit kernel")
+                             .arg(m_realKernels)
+                             .arg(m_kernelLayers);
+        for (const auto& [kernel, layers] : groups)
+            m_kernelLines << QStringLiteral("  %1 %2:  %3")
+                                 .arg(isRealKernel(kernel) ? QStringLiteral("■")
+                                                           : QStringLiteral("□"),
+                                      kernel, layers.join(QStringLiteral(", ")));
+    } else {
+        m_kernelLines << tr("Kernels: not recorded in this report");
+    }
+    m_kernelText = addOverlayText(m_kernelLines.join(QLatin1Char('\n')));
+    const QFontMetricsF metrics(m_kernelText->font());
+    const int textHeight = static_cast<int>(metrics.lineSpacing() * m_kernelLines.size()) + 10;
+    chart()->setMargins(QMargins(6, 6, 6, 6 + textHeight));
+}
+
+void ThroughputChart::layoutOverlays()
+{
+    if (!m_kernelText)
+        return;
+    const QRectF box = m_kernelText->boundingRect();
+    const QRectF area = chart()->rect();
+    m_kernelText->setPos(area.left() + 16, area.bottom() - box.height() - 8);
+}
+
+} // namespace bitlens::widgets

@@ -1,0 +1,322 @@
+#include "quant_job.h"
+
+#include "analysis/metrics.h"
+#include "analysis/quant_report.h"
+#include "export/report_json.h"
+#include "io/dataset.h"
+#include "io/file_util.h"
+#include "quant/engine.h"
+#include "quant/scheme.h"
+#include "zoo/zoo.h"
+
+#include <algorithm>
+#include <exception>
+#include <fstream>
+#include <new>
+#include <optional>
+#include <sstream>
+
+namespace bitlens::widgets {
+
+struct QuantSession::State {
+    /// A data set as loaded, with the request that loaded it.
+    struct Loaded {
+        std::string path;
+        std::string split;
+        std::int64_t limit = 0;
+        io::Dataset data;
+    };
+    std::optional<Loaded> calib;
+    std::optional<Loaded> eval;
+    std::optional<analysis::MetricValue> floatMetric;  ///< for `eval`
+    int dataLoads = 0;
+    int floatEvaluations = 0;
+};
+
+QuantSession::QuantSession(std::shared_ptr<Model> model, std::string zooName)
+    : m_model(std::move(model)), m_zooName(std::move(zooName)), m_state(std::make_unique<State>())
+{
+}
+
+QuantSession::~QuantSession() = default;
+
+int QuantSession::dataLoads() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_state->dataLoads;
+}
+
+int QuantSession::floatEvaluations() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_state->floatEvaluations;
+}
+
+namespace {
+
+/// Forwards a sub-job's progress into [begin, end] of the outer job's range.
+Progress subProgress(Progress& outer, double begin, double end, std::string prefix = {})
+{
+    return Progress([&outer, begin, end, prefix](double fraction, const std::string& stage) {
+        outer.report(begin + (end - begin) * fraction, prefix + stage);
+    });
+}
+
+/// Loads (or reuses) `path` with `split` and at least `limit` samples (0 = all).
+Result<const io::Dataset*> ensureData(QuantSession::State& state,
+                                      std::optional<QuantSession::State::Loaded>& slot,
+                                      const std::string& path, const std::string& split,
+                                      std::int64_t limit, Progress& progress,
+                                      const CancelToken& cancel)
+{
+    if (path.empty())
+        return static_cast<const io::Dataset*>(nullptr);
+    if (slot && slot->path == path && slot->split == split && slot->limit == limit)
+        return &slot->data;
+    progress.report(0.0, "loading " + path);
+    auto data = io::loadDataset(path, split, limit, Progress::none(), cancel);
+    if (!data)
+        return data.error();
+    if (data->size() == 0)
+        return Error::badInput(path, "holds no samples");
+    ++state.dataLoads;
+    if (&slot == &state.eval)
+        state.floatMetric.reset();
+    slot = QuantSession::State::Loaded{path, split, limit, std::move(data).value()};
+    return &slot->data;
+}
+
+/// The data a request runs on, resolved: zoo data unless the request names its own.
+struct ResolvedData {
+    const io::Dataset* calib = nullptr;
+    const io::Dataset* eval = nullptr;
+};
+
+Result<ResolvedData> resolveData(QuantSession& session, const QuantRequest& request,
+                                 std::int64_t calibSamples, Progress& progress,
+                                 const CancelToken& cancel)
+{
+    std::string calibPath = request.calibPath;
+    std::string evalPath = request.evalPath;
+    if (calibPath.empty() && evalPath.empty() && !session.zooName().empty()) {
+        auto zooModel = zoo::ensure(session.zooName(), Progress::none(), cancel);
+        if (!zooModel)
+            return zooModel.error();
+        calibPath = zooModel->calibData;
+        evalPath = zooModel->evalData;
+    }
+    if (calibPath.empty() && evalPath.empty())
+        return Error::usage("open data (File > Open Data) first: layer errors are measured on "
+                            "real samples");
+    QuantSession::State& state = session.state();
+    ResolvedData resolved;
+    auto calib = ensureData(state, state.calib, calibPath, "train", calibSamples, progress, cancel);
+    if (!calib)
+        return calib.error();
+    resolved.calib = *calib;
+    auto eval = ensureData(state, state.eval, evalPath, "test", request.evalLimit, progress,
+                           cancel);
+    if (!eval)
+        return eval.error();
+    // Unlabelled evaluation data still gives layer errors, just no task metric.
+    resolved.eval = *eval && (*eval)->labels.defined() ? *eval : nullptr;
+    if (!resolved.calib)
+        resolved.calib = *eval;
+    return resolved;
+}
+
+/// The scheme of `request` with its per-layer overrides applied.
+Result<quant::Scheme> schemeOf(const std::string& spec,
+                               const std::map<std::string, std::string>& overrides)
+{
+    auto scheme = quant::parseScheme(spec);
+    if (!scheme)
+        return scheme.error();
+    for (const auto& [layer, value] : overrides) {
+        if (value == "float" || value == "float32") {
+            scheme->overrides[layer] = std::nullopt;
+            continue;
+        }
+        auto sub = quant::parseScheme(value);
+        if (!sub)
+            return Error::usage("override of " + layer + ": " + sub.error().message);
+        scheme->overrides[layer] = sub->config;
+    }
+    if (!overrides.empty()) {
+        std::string text = spec + " with overrides";
+        for (const auto& [layer, value] : overrides)
+            text += " " + layer + "=" + value;
+        scheme->spec = text;
+    }
+    return scheme;
+}
+
+/// One scheme on resolved data; reuses and fills the session's float metric.
+Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
+                              const quant::Scheme& scheme, Progress& progress,
+                              const CancelToken& cancel)
+{
+    QuantSession::State& state = session.state();
+    const ir::Graph& graph = session.model()->graph();
+    const at::Tensor calib = data.calib ? data.calib->inputs : at::Tensor();
+    Progress prepareProgress = subProgress(progress, 0.0, 0.4, "calibrating: ");
+    auto prepared = quant::prepare(graph, scheme, calib, prepareProgress, cancel);
+    if (!prepared) {
+        Error e = prepared.error();
+        if (e.path.empty() && e.code == ErrorCode::BadInput && data.calib)
+            e.path = data.calib->path;
+        return e;
+    }
+    if (cancel.cancelled())
+        return Error::cancelled();
+    const at::Tensor batch = data.eval ? data.eval->inputs : data.calib->inputs;
+    if (data.eval && !state.floatMetric)
+        ++state.floatEvaluations;
+    Progress analyzeProgress = subProgress(progress, 0.4, 1.0, "analyzing: ");
+    auto report = analysis::analyze(graph, *prepared, batch, data.eval, analysis::AnalysisOptions(),
+                                    data.eval ? state.floatMetric : std::nullopt,
+                                    analyzeProgress, cancel);
+    if (!report)
+        return report.error();
+    if (data.eval && report->metricFloat)
+        state.floatMetric = report->metricFloat;
+    report->modelPath = session.model()->path();
+    report->modelFormat = session.model()->format();
+    return exporting::reportToJson(*report);
+}
+
+/// Runs `body` under the session lock, turning exceptions into errors.
+template <typename Body>
+Result<nlohmann::json> guarded(QuantSession& session, Body body)
+{
+    std::lock_guard lock(session.mutex());
+    try {
+        return body();
+    } catch (const std::bad_alloc&) {
+        return Error::runtime("out of memory while quantizing");
+    } catch (const std::exception& e) {
+        return Error::runtime(e.what());
+    }
+}
+
+} // namespace
+
+Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest& request,
+                                       Progress& progress, const CancelToken& cancel)
+{
+    return guarded(session, [&]() -> Result<nlohmann::json> {
+        auto scheme = schemeOf(request.scheme, request.overrides);
+        if (!scheme)
+            return scheme.error();
+        auto data = resolveData(session, request, scheme->calibSamples, progress, cancel);
+        if (!data)
+            return data.error();
+        return runOne(session, *data, *scheme, progress, cancel);
+    });
+}
+
+Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
+                                     Progress& progress, const CancelToken& cancel)
+{
+    return guarded(session, [&]() -> Result<nlohmann::json> {
+        const std::vector<std::string>& presets = quant::presetNames();
+        std::vector<quant::Scheme> schemes;
+        std::int64_t calibSamples = 0;
+        for (const std::string& name : presets) {
+            auto scheme = quant::parseScheme(name);
+            if (!scheme)
+                return scheme.error();
+            calibSamples = std::max(calibSamples, scheme->calibSamples);
+            schemes.push_back(std::move(scheme).value());
+        }
+        auto data = resolveData(session, request, calibSamples, progress, cancel);
+        if (!data)
+            return data.error();
+        nlohmann::json runs = nlohmann::json::array();
+        const double step = 1.0 / static_cast<double>(schemes.size());
+        for (std::size_t i = 0; i < schemes.size(); ++i) {
+            const double begin = step * static_cast<double>(i);
+            Progress one = subProgress(progress, begin, begin + step, schemes[i].spec + ": ");
+            auto report = runOne(session, *data, schemes[i], one, cancel);
+            if (!report)
+                return report.error();
+            runs.push_back(std::move(report).value());
+        }
+        return nlohmann::json{{"runs", runs}};
+    });
+}
+
+Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
+                                      Progress& progress, const CancelToken& cancel)
+{
+    return guarded(session, [&]() -> Result<nlohmann::json> {
+        auto scheme = schemeOf(request.scheme, request.overrides);
+        if (!scheme)
+            return scheme.error();
+        auto data = resolveData(session, request, scheme->calibSamples, progress, cancel);
+        if (!data)
+            return data.error();
+        if (!data->eval)
+            return Error::usage("sensitivity needs labelled evaluation data (open a data set "
+                                "with labels)");
+        QuantSession::State& state = session.state();
+        const ir::Graph& graph = session.model()->graph();
+        Progress prepareProgress = subProgress(progress, 0.0, 0.2, "calibrating: ");
+        auto prepared = quant::prepare(graph, *scheme,
+                                       data->calib ? data->calib->inputs : at::Tensor(),
+                                       prepareProgress, cancel);
+        if (!prepared)
+            return prepared.error();
+        if (!state.floatMetric) {
+            auto metric = analysis::evaluateTop1(graph, *data->eval, c10::Device(c10::kCPU), 256,
+                                                 Progress::none(), cancel);
+            if (!metric)
+                return metric.error();
+            ++state.floatEvaluations;
+            state.floatMetric = *metric;
+        }
+        Progress sweep = subProgress(progress, 0.2, 1.0, "sensitivity: ");
+        auto rows = analysis::sensitivity(graph, *prepared, *data->eval, data->eval->inputs,
+                                          analysis::AnalysisOptions(), *state.floatMetric, sweep,
+                                          cancel);
+        if (!rows)
+            return rows.error();
+        nlohmann::json j = exporting::sensitivityToJson(*state.floatMetric, *rows);
+        j["scheme"] = quant::schemeToJson(*scheme);
+        j["model"] = {{"path", session.model()->path()}, {"format", session.model()->format()}};
+        return j;
+    });
+}
+
+std::vector<std::string> schemePresets() { return quant::presetNames(); }
+
+Result<void> checkScheme(const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    if (!scheme)
+        return scheme.error();
+    return {};
+}
+
+Result<void> writeJsonFile(const std::string& path, const nlohmann::json& json)
+{
+    const std::string text = json.dump(2) + "\n";
+    return io::writeFileAtomic(path, text.data(), text.size());
+}
+
+Result<nlohmann::json> readJsonFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return Error::badInput(path, "cannot open the file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_discarded())
+        return Error::badInput(path, "not valid JSON");
+    if (!j.is_object())
+        return Error::badInput(path, "not a BitLens report (expected a JSON object)");
+    return j;
+}
+
+} // namespace bitlens::widgets

@@ -1,0 +1,90 @@
+#pragma once
+// The quantization jobs the window runs: one scheme, every preset ("Compare all schemes") and a
+// sensitivity sweep. Each calls the core exactly as `bitlens-cli quantize / compare /
+// sensitivity` do (parseScheme -> prepare -> analyze -> reportToJson) and hands back the JSON
+// those commands write, so the window shows exactly what report.json holds. This header is
+// torch-free: data sets and float metrics live behind QuantSession, inside quant_job.cpp.
+
+#include "jobs/progress.h"
+#include "jobs/result.h"
+#include "model/model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace bitlens::widgets {
+
+/// What one run quantizes with, and on which data.
+struct QuantRequest {
+    std::string scheme;  ///< "static-int8:observer=mse", as the CLI takes it
+    /// Per-layer overrides: layer name -> "float" (keep float32) or a scheme string whose
+    /// layer configuration that layer runs with.
+    std::map<std::string, std::string> overrides;
+    std::string calibPath;       ///< calibration data (train split); empty: none
+    std::string evalPath;        ///< evaluation data (test split, needs labels); empty: none
+    std::int64_t evalLimit = 0;  ///< evaluation samples kept (0 = all)
+};
+
+/// One open model with what its runs share: the loaded data sets and the float metric, so a
+/// re-run after an override only prepares and analyzes the quantized model again. Jobs of one
+/// session run one at a time (a cancelled job returns at its next layer or batch).
+class QuantSession {
+public:
+    /// A session for `model`; `zooName` (may be empty) names the demo model whose own
+    /// calibration and evaluation data are used when a request names none.
+    QuantSession(std::shared_ptr<Model> model, std::string zooName);
+    ~QuantSession();
+    QuantSession(const QuantSession&) = delete;
+    QuantSession& operator=(const QuantSession&) = delete;
+
+    /// The model every run of this session quantizes.
+    const std::shared_ptr<Model>& model() const { return m_model; }
+    /// The demo zoo name, or empty.
+    const std::string& zooName() const { return m_zooName; }
+    /// How many times a data set was read from disk (tests check that re-runs reuse them).
+    int dataLoads() const;
+    /// How many times the float model was evaluated (tests check that re-runs reuse it).
+    int floatEvaluations() const;
+
+    /// The loaded data and cached metrics (defined in quant_job.cpp).
+    struct State;
+    /// The cache; lock mutex() while using it.
+    State& state() const { return *m_state; }
+    /// Serializes the jobs of this session.
+    std::mutex& mutex() const { return m_mutex; }
+
+private:
+    std::shared_ptr<Model> m_model;
+    std::string m_zooName;
+    std::unique_ptr<State> m_state;
+    mutable std::mutex m_mutex;
+};
+
+/// Runs `request` on `session`'s model; the result is report.json as `quantize` writes it.
+Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest& request,
+                                       Progress& progress, const CancelToken& cancel);
+/// Runs every preset (request.scheme and overrides ignored); {"runs": [report, ...]} as
+/// `compare --schemes all` writes it.
+Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
+                                     Progress& progress, const CancelToken& cancel);
+/// Quantizes each layer alone with request.scheme and measures the metric (needs labelled
+/// evaluation data); the JSON `sensitivity --report` writes.
+Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
+                                      Progress& progress, const CancelToken& cancel);
+
+/// The scheme presets, in the order `compare` runs them.
+std::vector<std::string> schemePresets();
+/// Checks a scheme string (cheap: parsing only); the error says what is wrong with it.
+Result<void> checkScheme(const std::string& spec);
+/// Writes `json` (indented) to `path` atomically: a failed write leaves no partial file.
+Result<void> writeJsonFile(const std::string& path, const nlohmann::json& json);
+/// Reads a JSON file; BadInput names the file and the parse error.
+Result<nlohmann::json> readJsonFile(const std::string& path);
+
+} // namespace bitlens::widgets

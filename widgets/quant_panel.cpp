@@ -1,0 +1,216 @@
+#include "quant_panel.h"
+
+#include "quant_job.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalBlocker>
+#include <QSpinBox>
+
+namespace bitlens::widgets {
+
+namespace {
+
+const QString kDefault = QStringLiteral("preset default");
+
+} // namespace
+
+QuantPanel::QuantPanel(QWidget* parent)
+    : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_observer(new QComboBox),
+      m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
+      m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all samples"))),
+      m_schemeLine(new QLineEdit), m_run(new QPushButton(tr("Run"))),
+      m_cancel(new QPushButton(tr("Cancel"))),
+      m_compare(new QPushButton(tr("Compare all schemes"))),
+      m_sensitivity(new QPushButton(tr("Run sensitivity")))
+{
+    setObjectName(QStringLiteral("quantPanel"));
+    for (const std::string& name : schemePresets())
+        m_preset->addItem(QString::fromStdString(name));
+    m_preset->setCurrentText(QStringLiteral("static-int8"));
+    m_preset->setToolTip(tr("The recipe: what is quantized to which type"));
+    m_observer->addItems({kDefault, QStringLiteral("minmax"), QStringLiteral("moving-average"),
+                          QStringLiteral("percentile:99.99"), QStringLiteral("entropy"),
+                          QStringLiteral("mse")});
+    m_observer->setToolTip(tr("How static schemes choose the activation clip range from the "
+                              "calibration data"));
+    m_granularity->addItems({kDefault, tr("per-tensor"), tr("per-channel"), tr("group")});
+    m_granularity->setToolTip(tr("One weight scale per tensor, per output channel, or per "
+                                 "group of input elements"));
+    m_groupSize->setRange(32, 256);
+    m_groupSize->setSingleStep(32);
+    m_groupSize->setValue(64);
+    m_groupSize->setPrefix(tr("group "));
+    m_symmetric->setText(tr("Symmetric weights"));
+    m_symmetric->setTristate(true);
+    m_symmetric->setCheckState(Qt::PartiallyChecked);
+    m_symmetric->setToolTip(tr("Partly checked: as the preset says"));
+    m_calibSamples->setRange(0, 60000);
+    m_calibSamples->setSingleStep(100);
+    m_calibSamples->setSpecialValueText(kDefault);
+    m_calibSamples->setToolTip(tr("Calibration samples (static schemes)"));
+    m_evalAll->setToolTip(tr("Unchecked: the task metric uses the first %1 evaluation samples, "
+                             "for interactivity")
+                              .arg(kDefaultEvalSamples));
+    m_schemeLine->setReadOnly(true);
+    m_schemeLine->setObjectName(QStringLiteral("schemeLine"));
+    m_schemeLine->setToolTip(tr("The scheme as `bitlens-cli quantize --scheme` takes it"));
+    m_run->setToolTip(tr("Quantize and analyze (Ctrl+R)"));
+    m_cancel->setToolTip(tr("Stop the running job; the results on screen stay (Esc)"));
+    m_run->setDefault(true);
+
+    auto* form = new QFormLayout(this);
+    form->addRow(tr("Preset"), m_preset);
+    form->addRow(tr("Observer"), m_observer);
+    auto* granularityRow = new QHBoxLayout;
+    granularityRow->addWidget(m_granularity, 1);
+    granularityRow->addWidget(m_groupSize);
+    form->addRow(tr("Weights"), granularityRow);
+    form->addRow(QString(), m_symmetric);
+    form->addRow(tr("Calibration"), m_calibSamples);
+    form->addRow(QString(), m_evalAll);
+    form->addRow(tr("CLI"), m_schemeLine);
+    auto* buttons = new QGridLayout;
+    buttons->addWidget(m_run, 0, 0);
+    buttons->addWidget(m_cancel, 0, 1);
+    buttons->addWidget(m_compare, 1, 0);
+    buttons->addWidget(m_sensitivity, 1, 1);
+    form->addRow(buttons);
+
+    const auto changed = [this] { controlsChanged(); };
+    connect(m_preset, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_observer, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_granularity, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_groupSize, &QSpinBox::valueChanged, this, changed);
+    connect(m_symmetric, &QCheckBox::stateChanged, this, changed);
+    connect(m_calibSamples, &QSpinBox::valueChanged, this, changed);
+    connect(m_run, &QPushButton::clicked, this, &QuantPanel::runRequested);
+    connect(m_cancel, &QPushButton::clicked, this, &QuantPanel::cancelRequested);
+    connect(m_compare, &QPushButton::clicked, this, &QuantPanel::compareRequested);
+    connect(m_sensitivity, &QPushButton::clicked, this, &QuantPanel::sensitivityRequested);
+    updateSchemeLine();
+    setRunning(false);
+}
+
+QString QuantPanel::schemeText() const
+{
+    if (!m_custom.isEmpty())
+        return m_custom;
+    QStringList options;
+    if (m_observer->currentIndex() > 0)
+        options << QStringLiteral("observer=") + m_observer->currentText();
+    switch (m_granularity->currentIndex()) {
+    case 1: options << QStringLiteral("per=tensor"); break;
+    case 2: options << QStringLiteral("per=channel"); break;
+    case 3: options << QStringLiteral("group=%1").arg(m_groupSize->value()); break;
+    default: break;
+    }
+    if (m_symmetric->checkState() != Qt::PartiallyChecked)
+        options << QStringLiteral("sym=%1")
+                       .arg(m_symmetric->checkState() == Qt::Checked ? QStringLiteral("true")
+                                                                     : QStringLiteral("false"));
+    if (m_calibSamples->value() > 0)
+        options << QStringLiteral("calib=%1").arg(m_calibSamples->value());
+    const QString preset = m_preset->currentText();
+    return options.isEmpty() ? preset : preset + QLatin1Char(':') + options.join(QLatin1Char(','));
+}
+
+void QuantPanel::setSchemeText(const QString& text)
+{
+    const QString trimmed = text.trimmed();
+    const qsizetype colon = trimmed.indexOf(QLatin1Char(':'));
+    const QString preset = colon < 0 ? trimmed : trimmed.left(colon);
+    const QStringList options =
+        colon < 0 ? QStringList() : trimmed.mid(colon + 1).split(QLatin1Char(','));
+    bool expressible = m_preset->findText(preset) >= 0;
+    int observer = 0;
+    int granularity = 0;
+    int group = m_groupSize->value();
+    Qt::CheckState symmetric = Qt::PartiallyChecked;
+    int calib = 0;
+    for (const QString& option : options) {
+        const QString key = option.section(QLatin1Char('='), 0, 0);
+        const QString value = option.section(QLatin1Char('='), 1);
+        bool ok = true;
+        if (key == QLatin1String("observer")) {
+            observer = m_observer->findText(value);
+            ok = observer > 0;
+        } else if (key == QLatin1String("per") && value == QLatin1String("tensor")) {
+            granularity = 1;
+        } else if (key == QLatin1String("per") && value == QLatin1String("channel")) {
+            granularity = 2;
+        } else if (key == QLatin1String("group")) {
+            group = value.toInt(&ok);
+            ok = ok && group >= m_groupSize->minimum() && group <= m_groupSize->maximum();
+            granularity = 3;
+        } else if (key == QLatin1String("sym") &&
+                   (value == QLatin1String("true") || value == QLatin1String("false"))) {
+            symmetric = value == QLatin1String("true") ? Qt::Checked : Qt::Unchecked;
+        } else if (key == QLatin1String("calib")) {
+            calib = value.toInt(&ok);
+            ok = ok && calib > 0 && calib <= m_calibSamples->maximum();
+        } else {
+            ok = false;
+        }
+        expressible = expressible && ok;
+    }
+    m_updating = true;
+    if (expressible) {
+        m_custom.clear();
+        m_preset->setCurrentText(preset);
+        m_observer->setCurrentIndex(observer);
+        m_granularity->setCurrentIndex(granularity);
+        m_groupSize->setValue(group);
+        m_symmetric->setCheckState(symmetric);
+        m_calibSamples->setValue(calib);
+    } else {
+        m_custom = trimmed;
+    }
+    m_updating = false;
+    updateSchemeLine();
+}
+
+bool QuantPanel::evaluateAll() const { return m_evalAll->isChecked(); }
+
+void QuantPanel::setEvaluateAll(bool all) { m_evalAll->setChecked(all); }
+
+qint64 QuantPanel::evalLimit() const { return evaluateAll() ? 0 : kDefaultEvalSamples; }
+
+void QuantPanel::setRunnable(bool runnable)
+{
+    m_runnable = runnable;
+    setRunning(m_running);
+}
+
+void QuantPanel::setRunning(bool running)
+{
+    m_running = running;
+    m_run->setEnabled(m_runnable);
+    m_compare->setEnabled(m_runnable && !running);
+    m_sensitivity->setEnabled(m_runnable && !running);
+    m_cancel->setEnabled(running);
+}
+
+void QuantPanel::controlsChanged()
+{
+    if (m_updating)
+        return;
+    m_custom.clear();
+    updateSchemeLine();
+}
+
+void QuantPanel::updateSchemeLine()
+{
+    m_groupSize->setEnabled(m_custom.isEmpty() && m_granularity->currentIndex() == 3);
+    const QString text = schemeText();
+    m_schemeLine->setText(text);
+    m_schemeLine->setCursorPosition(0);
+    Q_EMIT schemeChanged(text);
+}
+
+} // namespace bitlens::widgets

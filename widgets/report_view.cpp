@@ -1,0 +1,280 @@
+#include "report_view.h"
+
+#include "chart_histogram.h"
+#include "chart_memory.h"
+#include "chart_pareto.h"
+#include "chart_sensitivity.h"
+#include "chart_sqnr.h"
+#include "chart_throughput.h"
+#include "comparison_table_model.h"
+#include "layer_table_model.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTabBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace bitlens::widgets {
+
+namespace {
+
+QString metricName(const std::string& name)
+{
+    return name == "top1" ? QStringLiteral("top-1") : QString::fromStdString(name);
+}
+
+} // namespace
+
+QString reportSummary(const nlohmann::json& report)
+{
+    if (!report.is_object() || !report.contains("layers"))
+        return {};
+    QStringList parts;
+    const nlohmann::json scheme = report.value("scheme", nlohmann::json::object());
+    QString spec = scheme.is_object() ? QString::fromStdString(scheme.value("spec", std::string()))
+                                      : QString();
+    if (spec.isEmpty())
+        spec = QObject::tr("(scheme)");
+    const nlohmann::json metric = report.value("metric", nlohmann::json());
+    if (metric.is_object() && metric.value("float", nlohmann::json()).is_number() &&
+        metric.value("quantized", nlohmann::json()).is_number()) {
+        const double f = metric["float"].get<double>();
+        const double q = metric["quantized"].get<double>();
+        parts << QObject::tr("%1 %2 -> %3 (%4 points)")
+                     .arg(metricName(metric.value("name", std::string("metric"))))
+                     .arg(f, 0, 'f', 4)
+                     .arg(q, 0, 'f', 4)
+                     .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
+    }
+    const nlohmann::json size = report.value("size_bytes", nlohmann::json());
+    if (size.is_object() && size.value("float", nlohmann::json()).is_number() &&
+        size.value("quantized", nlohmann::json()).is_number()) {
+        const auto f = size["float"].get<std::int64_t>();
+        const auto q = size["quantized"].get<std::int64_t>();
+        parts << QObject::tr("size %1 -> %2 (%3)")
+                     .arg(bytesText(f), bytesText(q))
+                     .arg(f > 0 ? static_cast<double>(q) / static_cast<double>(f) : 0.0, 0, 'f',
+                          3);
+    }
+    int real = 0;
+    int layers = 0;
+    for (const nlohmann::json& layer : report["layers"]) {
+        if (!layer.is_object())
+            continue;
+        ++layers;
+        if (!layer.value("simulated", true) && layer.value("weight_type", std::string()) != "float32")
+            ++real;
+    }
+    parts << QObject::tr("%1 of %2 layers on real kernels").arg(real).arg(layers);
+    return spec + QStringLiteral(": ") + parts.join(QStringLiteral(", "));
+}
+
+ReportView::ReportView(QWidget* parent)
+    : QWidget(parent), m_summary(new QLabel), m_tabs(new QTabWidget)
+{
+    setObjectName(QStringLiteral("reportView"));
+    m_summary->setObjectName(QStringLiteral("summaryLabel"));
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_summary->setWordWrap(true);
+    QFont bold = m_summary->font();
+    bold.setBold(true);
+    m_summary->setFont(bold);
+    m_tabs->setObjectName(QStringLiteral("resultTabs"));
+    m_tabs->setDocumentMode(true);
+
+    m_tabs->addTab(createLayersTab(), tr("Layers"));
+    m_memory = new MemoryChart;
+    m_memory->setObjectName(QStringLiteral("memoryChart"));
+    m_tabs->addTab(m_memory, tr("Memory"));
+    m_throughput = new ThroughputChart;
+    m_throughput->setObjectName(QStringLiteral("throughputChart"));
+    m_tabs->addTab(m_throughput, tr("Throughput"));
+    m_tabs->addTab(createCompareTab(), tr("Compare"));
+    m_tabs->addTab(createSensitivityTab(), tr("Sensitivity"));
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 4, 0, 0);
+    layout->addWidget(m_summary);
+    layout->addWidget(m_tabs, 1);
+    clear();
+}
+
+QWidget* ReportView::createLayersTab()
+{
+    auto* tab = new QSplitter(Qt::Horizontal);
+    m_sqnr = new SqnrChart;
+    m_sqnr->setObjectName(QStringLiteral("sqnrChart"));
+    connect(m_sqnr, &SqnrChart::layerClicked, this, [this](const QString& layer) {
+        selectLayer(layer);
+        Q_EMIT layerSelected(layer);
+    });
+    auto* right = new QWidget;
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    auto* modeRow = new QHBoxLayout;
+    modeRow->addWidget(new QLabel(tr("Histogram of the selected layer:")));
+    m_histogramMode = new QComboBox;
+    m_histogramMode->setObjectName(QStringLiteral("histogramMode"));
+    m_histogramMode->addItems({tr("Error"), tr("Weights"), tr("Activations")});
+    m_histogramMode->setToolTip(tr("Error: quantized minus float output (accumulated). "
+                                   "Weights: float weights with the quantization range. "
+                                   "Activations: the layer's input with the clip points."));
+    modeRow->addWidget(m_histogramMode);
+    modeRow->addStretch(1);
+    rightLayout->addLayout(modeRow);
+    m_histogram = new HistogramChart;
+    m_histogram->setObjectName(QStringLiteral("histogramChart"));
+    rightLayout->addWidget(m_histogram, 1);
+    connect(m_histogramMode, &QComboBox::currentIndexChanged, this, &ReportView::updateHistogram);
+    tab->addWidget(m_sqnr);
+    tab->addWidget(right);
+    tab->setStretchFactor(0, 3);
+    tab->setStretchFactor(1, 2);
+    return tab;
+}
+
+QWidget* ReportView::createCompareTab()
+{
+    auto* tab = new QSplitter(Qt::Horizontal);
+    m_compareTable = new QTableView;
+    m_compareTable->setObjectName(QStringLiteral("compareTable"));
+    m_compareTable->setSortingEnabled(true);
+    m_compareTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_compareTable->setAlternatingRowColors(true);
+    m_compareTable->horizontalHeader()->setStretchLastSection(true);
+    m_compareTable->verticalHeader()->hide();
+    m_compareModel = new ComparisonTableModel(this);
+    auto* proxy = new QSortFilterProxyModel(this);
+    proxy->setSourceModel(m_compareModel);
+    proxy->setSortRole(ComparisonTableModel::SortRole);
+    m_compareTable->setModel(proxy);
+    tab->addWidget(m_compareTable);
+    m_pareto = new ParetoChart;
+    m_pareto->setObjectName(QStringLiteral("paretoChart"));
+    tab->addWidget(m_pareto);
+    tab->setStretchFactor(0, 3);
+    tab->setStretchFactor(1, 2);
+    tab->setSizes({560, 340});
+    return tab;
+}
+
+QWidget* ReportView::createSensitivityTab()
+{
+    auto* tab = new QWidget;
+    auto* layout = new QVBoxLayout(tab);
+    auto* row = new QHBoxLayout;
+    auto* run = new QPushButton(tr("Run sensitivity"));
+    run->setObjectName(QStringLiteral("runSensitivity"));
+    run->setToolTip(tr("Quantize each layer alone with the current scheme and measure the task "
+                       "metric: which layer costs the most accuracy?"));
+    connect(run, &QPushButton::clicked, this, &ReportView::sensitivityRequested);
+    row->addWidget(run);
+    row->addStretch(1);
+    layout->addLayout(row);
+    m_sensitivityChart = new SensitivityChart;
+    m_sensitivityChart->setObjectName(QStringLiteral("sensitivityChart"));
+    connect(m_sensitivityChart, &SensitivityChart::layerClicked, this, [this](const QString& layer) {
+        selectLayer(layer);
+        Q_EMIT layerSelected(layer);
+    });
+    layout->addWidget(m_sensitivityChart, 1);
+    return tab;
+}
+
+void ReportView::setReport(const nlohmann::json& report)
+{
+    m_report = report;
+    const QString summary = reportSummary(report);
+    m_summary->setText(summary.isEmpty() ? tr("No run yet: choose a scheme and press Run (Ctrl+R).")
+                                         : summary);
+    m_sqnr->setReport(report);
+    m_histogram->setReport(report);
+    m_memory->setReport(report);
+    m_throughput->setReport(report);
+    bool found = false;
+    if (report.is_object() && report.contains("layers"))
+        for (const nlohmann::json& layer : report["layers"])
+            found = found || (layer.is_object() &&
+                              layer.value("name", std::string()) == m_selected.toStdString());
+    if (!found && report.is_object() && report.contains("layers") && !report["layers"].empty())
+        m_selected = QString::fromStdString(report["layers"].front().value("name", std::string()));
+    m_sqnr->setSelectedLayer(m_selected);
+    updateHistogram();
+}
+
+void ReportView::setComparison(const nlohmann::json& comparison)
+{
+    m_comparison = comparison;
+    m_compareModel->setComparison(comparison);
+    m_compareTable->resizeColumnsToContents();
+    m_pareto->setComparison(comparison);
+}
+
+void ReportView::setSensitivity(const nlohmann::json& sensitivity)
+{
+    m_sensitivity = sensitivity;
+    m_sensitivityChart->setSensitivity(sensitivity);
+}
+
+void ReportView::clear()
+{
+    m_selected.clear();
+    m_comparison = nullptr;
+    m_sensitivity = nullptr;
+    m_compareModel->setComparison(nlohmann::json());
+    m_pareto->setComparison(nlohmann::json());
+    m_sensitivityChart->setSensitivity(nlohmann::json());
+    setReport(nullptr);
+}
+
+QString ReportView::summaryText() const { return m_summary->text(); }
+
+QString ReportView::histogramLayer() const { return m_histogramLayer; }
+
+void ReportView::selectLayer(const QString& layer)
+{
+    if (layer == m_selected)
+        return;
+    m_selected = layer;
+    m_sqnr->setSelectedLayer(layer);
+    updateHistogram();
+}
+
+bool ReportView::showTab(const QString& name)
+{
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        if (m_tabs->tabText(i).remove(QLatin1Char('&')).compare(name, Qt::CaseInsensitive) == 0) {
+            m_tabs->setCurrentIndex(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+void ReportView::updateHistogram()
+{
+    // The histogram shows a layer of the report; layers the report does not list show nothing.
+    m_histogramLayer.clear();
+    if (!m_report.is_object() || !m_report.contains("layers"))
+        return;
+    for (const nlohmann::json& layer : m_report["layers"])
+        if (layer.is_object() && layer.value("name", std::string()) == m_selected.toStdString())
+            m_histogramLayer = m_selected;
+    const int mode = m_histogramMode->currentIndex();
+    m_histogram->setMode(mode == 1   ? HistogramChart::Mode::Weights
+                         : mode == 2 ? HistogramChart::Mode::Activations
+                                     : HistogramChart::Mode::Error);
+    if (!m_histogramLayer.isEmpty())
+        m_histogram->setLayer(m_histogramLayer);
+}
+
+} // namespace bitlens::widgets

@@ -1,0 +1,110 @@
+#pragma once
+// The results of quantization runs: a one-line summary ("static-int8: top-1 0.9183 -> 0.9177
+// (-0.06 points), size 1.61 MiB -> 413 KiB (0.251), 2 of 4 layers on real kernels") above tabs
+// Layers (per-layer SQNR + the selected layer's histogram), Memory, Throughput, Compare (all
+// schemes: table + Pareto) and Sensitivity. It shows exactly the JSON it is given (report.json,
+// a compare file, a sensitivity file) and computes nothing.
+
+#include <nlohmann/json.hpp>
+
+#include <QString>
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QStackedWidget;
+class QTabWidget;
+class QTableView;
+
+namespace bitlens::widgets {
+
+class ComparisonTableModel;
+class HistogramChart;
+class MemoryChart;
+class ParetoChart;
+class SensitivityChart;
+class SqnrChart;
+class ThroughputChart;
+
+/// "static-int8: top-1 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB -> 413 KiB (0.251), 2 of
+/// 4 layers on real kernels" for a report.json; empty for anything else.
+QString reportSummary(const nlohmann::json& report);
+
+/// Summary line + result tabs (see the file comment).
+class ReportView : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit ReportView(QWidget* parent = nullptr);
+
+    /// Shows a report.json (replaces the one shown; the selected layer stays when it exists).
+    void setReport(const nlohmann::json& report);
+    /// Shows a comparison {"runs": [report, ...]} in the Compare tab.
+    void setComparison(const nlohmann::json& comparison);
+    /// Shows a sensitivity sweep in the Sensitivity tab.
+    void setSensitivity(const nlohmann::json& sensitivity);
+    /// Forgets everything shown.
+    void clear();
+
+    /// The report shown (null when none).
+    const nlohmann::json& report() const { return m_report; }
+    /// The comparison shown (null when none).
+    const nlohmann::json& comparison() const { return m_comparison; }
+    /// The sensitivity sweep shown (null when none).
+    const nlohmann::json& sensitivity() const { return m_sensitivity; }
+    /// The summary line's text.
+    QString summaryText() const;
+    /// The selected layer (empty when none).
+    QString selectedLayer() const { return m_selected; }
+    /// The layer the histogram shows (empty when none).
+    QString histogramLayer() const;
+
+    /// Selects `layer` in every view (no layerSelected signal).
+    void selectLayer(const QString& layer);
+    /// Shows the tab called `name` (case-insensitive); false when there is none.
+    bool showTab(const QString& name);
+
+    QTabWidget* tabs() const { return m_tabs; }
+    SqnrChart* sqnrChart() const { return m_sqnr; }
+    HistogramChart* histogramChart() const { return m_histogram; }
+    MemoryChart* memoryChart() const { return m_memory; }
+    ThroughputChart* throughputChart() const { return m_throughput; }
+    SensitivityChart* sensitivityChart() const { return m_sensitivityChart; }
+    ComparisonTableModel* comparisonModel() const { return m_compareModel; }
+    ParetoChart* paretoChart() const { return m_pareto; }
+    QTableView* comparisonTable() const { return m_compareTable; }
+    /// Histogram mode: Error, Weights or Activations.
+    QComboBox* histogramMode() const { return m_histogramMode; }
+
+Q_SIGNALS:
+    /// The user picked a layer in a chart.
+    void layerSelected(const QString& layer);
+    /// "Run sensitivity" was clicked in the Sensitivity tab.
+    void sensitivityRequested();
+
+private:
+    QWidget* createLayersTab();
+    QWidget* createCompareTab();
+    QWidget* createSensitivityTab();
+    void updateHistogram();
+
+    QLabel* m_summary;
+    QTabWidget* m_tabs;
+    SqnrChart* m_sqnr = nullptr;
+    QComboBox* m_histogramMode = nullptr;
+    HistogramChart* m_histogram = nullptr;
+    MemoryChart* m_memory = nullptr;
+    ThroughputChart* m_throughput = nullptr;
+    ParetoChart* m_pareto = nullptr;
+    QTableView* m_compareTable = nullptr;
+    SensitivityChart* m_sensitivityChart = nullptr;
+    ComparisonTableModel* m_compareModel = nullptr;
+    QString m_histogramLayer;
+    nlohmann::json m_report;
+    nlohmann::json m_comparison;
+    nlohmann::json m_sensitivity;
+    QString m_selected;
+};
+
+} // namespace bitlens::widgets
