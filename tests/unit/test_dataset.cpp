@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <zlib.h>
 
 #include <cstring>
@@ -38,27 +40,8 @@ constexpr bool kHaveImageDecoder = false;
 using Bytes = std::vector<std::uint8_t>;
 
 /// A fresh folder per test, removed afterwards.
-class TempDir {
-public:
-    TempDir()
-    {
-        const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-        m_path = fs::temp_directory_path() /
-                 ("bitlens_data_" + std::to_string(::getpid()) + "_" + info->test_suite_name() +
-                  "_" + info->name());
-        fs::remove_all(m_path);
-        fs::create_directories(m_path);
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        fs::remove_all(m_path, ec);
-    }
-    std::string path() const { return m_path.string(); }
-    std::string file(const std::string& name) const { return (m_path / name).string(); }
-
-private:
-    fs::path m_path;
+struct TempDir : bitlens::test::TempDir {
+    TempDir() : bitlens::test::TempDir("bitlens_data") {}
 };
 
 void writeBytes(const std::string& path, const Bytes& bytes)

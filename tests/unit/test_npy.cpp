@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <zlib.h>
 
 #include <cstring>
@@ -22,26 +24,8 @@ namespace fs = std::filesystem;
 const std::string kNpyDir = std::string(BITLENS_TEST_DATA) + "/npy/";
 
 /// A fresh folder per test, removed afterwards.
-class TempDir {
-public:
-    TempDir()
-    {
-        const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-        m_path = fs::temp_directory_path() /
-                 ("bitlens_npy_" + std::to_string(::getpid()) + "_" + info->test_suite_name() +
-                  "_" + info->name());
-        fs::remove_all(m_path);
-        fs::create_directories(m_path);
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        fs::remove_all(m_path, ec);
-    }
-    std::string file(const std::string& name) const { return (m_path / name).string(); }
-
-private:
-    fs::path m_path;
+struct TempDir : bitlens::test::TempDir {
+    TempDir() : bitlens::test::TempDir("bitlens_npy") {}
 };
 
 std::vector<std::uint8_t> readBytes(const std::string& path)
