@@ -125,7 +125,7 @@ void ParetoChart::rebuild()
         all.push_back(*m_floatRun);
 
     m_runs = new QScatterSeries;
-    m_runs->setName(tr("Quantized runs"));
+    m_runs->setName(tr("Runs"));
     m_runs->setMarkerSize(11);
     m_runs->setColor(chartColor(0));
     m_runs->setBorderColor(Qt::white);
@@ -133,7 +133,7 @@ void ParetoChart::rebuild()
         m_runs->append(cost(run), run.metric);
     if (showFloat) {
         m_float = new QScatterSeries;
-        m_float->setName(tr("Float model"));
+        m_float->setName(tr("float32"));
         m_float->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
         m_float->setMarkerSize(13);
         m_float->setColor(chartColor(6));
@@ -147,7 +147,8 @@ void ParetoChart::rebuild()
         return cost(a) != cost(b) ? cost(a) < cost(b) : a.metric > b.metric;
     });
     m_front = new QLineSeries;
-    m_front->setName(tr("Pareto front (best %1 for the cost)").arg(m_metricTitle.toLower()));
+    // Short legend names: the legend shares the chart's width with the plot at 1280x800.
+    m_front->setName(tr("Pareto front"));
     QPen frontPen(chartColor(1));
     frontPen.setWidthF(2.0);
     m_front->setPen(frontPen);
@@ -176,7 +177,8 @@ void ParetoChart::rebuild()
     const double xPad = std::max(1e-6, (xHi - xLo) * 0.12);
     const double yPad = std::max(1e-4, (yHi - yLo) * 0.15);
     QValueAxis* axisX = addValueAxis(costTitle, Qt::AlignBottom);
-    setRoundTicks(axisX, std::max(0.0, xLo - xPad), xHi + xPad, 8);
+    // Few x ticks: the chart shares the Compare tab with the table at 1280x800.
+    setRoundTicks(axisX, std::max(0.0, xLo - xPad), xHi + xPad, 5);
     QValueAxis* axisY = addValueAxis(m_metricTitle, Qt::AlignLeft);
     setRoundTicks(axisY, yLo - yPad, yHi + yPad, 6);
     for (QAbstractSeries* series : chart()->series()) {

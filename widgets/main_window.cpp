@@ -14,6 +14,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDateTime>
 #include <QInputDialog>
 #include <QSettings>
 #include <QShortcut>
@@ -191,6 +192,7 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_quantPanel, &QuantPanel::sensitivityRequested, this, &MainWindow::runSensitivity);
     connect(m_reportView, &ReportView::sensitivityRequested, this, &MainWindow::runSensitivity);
     connect(m_reportView, &ReportView::layerSelected, this, &MainWindow::selectLayer);
+    connect(m_reportView, &ReportView::historyRunSelected, this, &MainWindow::showHistoryRun);
     connect(m_quantJobs, &JobRunner::started, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::cancelled, this, [this] {
@@ -363,12 +365,17 @@ void MainWindow::runQuantization()
         [session = m_session, request](Progress& progress, const CancelToken& cancel) {
             return bitlens::widgets::runQuantization(*session, request, progress, cancel);
         },
-        [this, scheme](Result<nlohmann::json> result) {
+        [this, scheme, overrides = request.overrides.size()](Result<nlohmann::json> result) {
             updateQuantState();
             if (!result) {
                 onQuantFailed(result.error(), tr("Quantizing with “%1”").arg(scheme));
                 return;
             }
+            const QString ran =
+                overrides == 0 ? scheme : tr("%1 (+%n override(s))", nullptr,
+                                             static_cast<int>(overrides)).arg(scheme);
+            m_reportView->addRun(
+                {result.value(), ran, QDateTime::currentDateTime(), currentModelPath()});
             m_reportView->setReport(result.value());
             m_layerModel->setReport(result.value());
             showMetricColumns(true);
@@ -415,6 +422,7 @@ void MainWindow::runComparison()
                 return;
             }
             m_reportView->setComparison(result.value());
+            m_reportView->addComparisonRuns(result.value(), currentModelPath());
             showResultTab(QStringLiteral("Compare"));
             Q_EMIT comparisonShown();
         });
@@ -561,6 +569,7 @@ bool MainWindow::openReport(const QString& path)
     const nlohmann::json& j = json.value();
     if (j.contains("runs") && j["runs"].is_array()) {
         m_reportView->setComparison(j);
+        m_reportView->addComparisonRuns(j, path);
         if (!j["runs"].empty() && m_reportView->report().is_null()) {
             m_reportView->setReport(j["runs"].front());
             m_layerModel->setReport(j["runs"].front());
@@ -575,6 +584,13 @@ bool MainWindow::openReport(const QString& path)
         showResultTab(QStringLiteral("Sensitivity"));
         Q_EMIT sensitivityShown();
     } else if (j.contains("layers") && j["layers"].is_array()) {
+        const nlohmann::json* scheme = j.contains("scheme") && j["scheme"].is_object()
+                                           ? &j["scheme"]
+                                           : nullptr;
+        const QString spec = scheme && (*scheme).value("spec", nlohmann::json()).is_string()
+                                 ? QString::fromStdString((*scheme)["spec"].get<std::string>())
+                                 : QFileInfo(path).fileName();
+        m_reportView->addRun({j, spec, QDateTime::currentDateTime(), path});
         m_reportView->setReport(j);
         m_layerModel->setReport(j);
         showMetricColumns(true);
@@ -586,6 +602,23 @@ bool MainWindow::openReport(const QString& path)
         return false;
     }
     statusBar()->showMessage(tr("Opened %1").arg(QFileInfo(path).fileName()), 5000);
+    return true;
+}
+
+QString MainWindow::currentModelPath() const
+{
+    return m_model ? QString::fromStdString(m_model->model->path()) : QString();
+}
+
+bool MainWindow::showHistoryRun(int row)
+{
+    const HistoryModel* history = m_reportView->historyModel();
+    if (row < 0 || row >= history->rowCount())
+        return false;
+    const nlohmann::json report = history->run(row).report;
+    m_reportView->setReport(report);
+    m_layerModel->setReport(report);
+    showMetricColumns(true);
     return true;
 }
 
@@ -868,7 +901,9 @@ void MainWindow::dropEvent(QDropEvent* event)
         if (!url.isLocalFile())
             continue;
         const QString path = url.toLocalFile();
-        if (looksLikeData(path))
+        if (path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive))
+            openReport(path);
+        else if (looksLikeData(path))
             openData(path);
         else
             openModel(path);

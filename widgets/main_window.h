@@ -1,6 +1,7 @@
 #pragma once
 // BitLens' main window: the layer table of the open model with per-layer results, the scheme
-// panel, side panels (model, selected layer, data), result tabs under a one-line summary, a
+// panel, side panels (model, selected layer, data), result tabs under a one-line summary (with
+// the run history of the open model and two runs side by side), a
 // status bar (job progress with Cancel, model size, compute device) and the File menu.
 // Opening a model or data and quantizing run as cancellable jobs; the window only shows their
 // results (for a run: exactly what report.json holds), and a job that fails or is cancelled
@@ -73,6 +74,9 @@ public:
     const QMap<QString, QString>& layerOverrides() const { return m_overrides; }
     /// Opens a saved report.json, compare or sensitivity file and shows it (no model needed).
     bool openReport(const QString& path);
+    /// Shows run `row` of the history (0 = oldest) in the result tabs and the layer table;
+    /// false when there is no such row.
+    bool showHistoryRun(int row);
     /// Writes the report on screen (else the comparison) to `path` atomically.
     bool saveReport(const QString& path);
     /// Selects `layer` in the table and every result view.
@@ -166,6 +170,7 @@ private:
     void onQuantFailed(const Error& error, const QString& what);
     void updateQuantState();
     void showMetricColumns(bool shown);
+    QString currentModelPath() const;
     void saveSettings();
     void restoreSettings();
 

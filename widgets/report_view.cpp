@@ -8,9 +8,11 @@
 #include "chart_throughput.h"
 #include "comparison_table_model.h"
 #include "layer_table_model.h"
+#include "side_by_side_view.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QItemSelectionModel>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
@@ -21,7 +23,10 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 namespace bitlens::widgets {
 
@@ -31,6 +36,32 @@ QString metricName(const std::string& name)
 {
     return name == "top1" ? QStringLiteral("top-1") : QString::fromStdString(name);
 }
+
+/// The compare table's proxy: sorts by raw values and gives the columns short headers (the full
+/// header is the tooltip), so every column fits next to the Pareto chart at 1280x800.
+class ShortHeaderProxy : public QSortFilterProxyModel {
+public:
+    using QSortFilterProxyModel::QSortFilterProxyModel;
+    QVariant headerData(int section, Qt::Orientation orientation, int role) const override
+    {
+        if (orientation != Qt::Horizontal ||
+            (role != Qt::DisplayRole && role != Qt::ToolTipRole))
+            return QSortFilterProxyModel::headerData(section, orientation, role);
+        const QVariant full = QSortFilterProxyModel::headerData(section, orientation,
+                                                                Qt::DisplayRole);
+        if (role == Qt::ToolTipRole)
+            return full;
+        switch (section) {
+        case ComparisonTableModel::Metric:
+            return full.toString() == QLatin1String("Top-1 accuracy") ? tr("Top-1") : full;
+        case ComparisonTableModel::Change: return tr("Δ pts");
+        case ComparisonTableModel::Size: return tr("Size (ratio)");
+        case ComparisonTableModel::MinSqnr: return tr("Min dB");
+        case ComparisonTableModel::Throughput: return tr("Samples/s");
+        default: return full;
+        }
+    }
+};
 
 } // namespace
 
@@ -49,8 +80,13 @@ QString reportSummary(const nlohmann::json& report)
         metric.value("quantized", nlohmann::json()).is_number()) {
         const double f = metric["float"].get<double>();
         const double q = metric["quantized"].get<double>();
+        QString name = metricName(metric.value("name", std::string("metric")));
+        if (const nlohmann::json samples = metric.value("samples", nlohmann::json());
+            samples.is_number_integer())
+            name = QObject::tr("%1 on %2 samples")
+                       .arg(name, formatCount(samples.get<std::int64_t>()));
         parts << QObject::tr("%1 %2 -> %3 (%4 points)")
-                     .arg(metricName(metric.value("name", std::string("metric"))))
+                     .arg(name)
                      .arg(f, 0, 'f', 4)
                      .arg(q, 0, 'f', 4)
                      .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
@@ -100,6 +136,9 @@ ReportView::ReportView(QWidget* parent)
     m_tabs->addTab(m_throughput, tr("Throughput"));
     m_tabs->addTab(createCompareTab(), tr("Compare"));
     m_tabs->addTab(createSensitivityTab(), tr("Sensitivity"));
+    m_tabs->addTab(createHistoryTab(), tr("History"));
+    m_sideBySide = new SideBySideView;
+    m_tabs->addTab(m_sideBySide, tr("Side by side"));
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 4, 0, 0);
@@ -152,18 +191,22 @@ QWidget* ReportView::createCompareTab()
     m_compareTable->setAlternatingRowColors(true);
     m_compareTable->horizontalHeader()->setStretchLastSection(true);
     m_compareTable->verticalHeader()->hide();
+    m_compareTable->setWordWrap(false);
     m_compareModel = new ComparisonTableModel(this);
-    auto* proxy = new QSortFilterProxyModel(this);
+    auto* proxy = new ShortHeaderProxy(this);
     proxy->setSourceModel(m_compareModel);
     proxy->setSortRole(ComparisonTableModel::SortRole);
     m_compareTable->setModel(proxy);
+    // Every column as wide as its contents; the last (kernels) takes what is left (stretch last
+    // section, set above: per-section modes would not survive a model reset).
+    m_compareTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     tab->addWidget(m_compareTable);
     m_pareto = new ParetoChart;
     m_pareto->setObjectName(QStringLiteral("paretoChart"));
     tab->addWidget(m_pareto);
     tab->setStretchFactor(0, 3);
     tab->setStretchFactor(1, 2);
-    tab->setSizes({560, 340});
+    tab->setSizes({600, 320});
     return tab;
 }
 
@@ -188,6 +231,107 @@ QWidget* ReportView::createSensitivityTab()
     });
     layout->addWidget(m_sensitivityChart, 1);
     return tab;
+}
+
+QWidget* ReportView::createHistoryTab()
+{
+    auto* tab = new QWidget;
+    auto* layout = new QVBoxLayout(tab);
+    layout->setContentsMargins(0, 4, 0, 0);
+    auto* row = new QHBoxLayout;
+    auto* hint = new QLabel(tr("Every run on this model. Select a run to show it in the other "
+                               "tabs; select two (Ctrl+click) to compare them."));
+    hint->setWordWrap(true);
+    row->addWidget(hint, 1);
+    m_sideBySideButton = new QPushButton(tr("Side by side"));
+    m_sideBySideButton->setObjectName(QStringLiteral("sideBySideButton"));
+    m_sideBySideButton->setToolTip(tr("Show the two selected runs' SQNR per layer together"));
+    m_sideBySideButton->setEnabled(false);
+    row->addWidget(m_sideBySideButton);
+    layout->addLayout(row);
+    m_history = new HistoryModel(this);
+    m_historyTable = new QTableView;
+    m_historyTable->setObjectName(QStringLiteral("historyTable"));
+    m_historyTable->setModel(m_history);
+    m_historyTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_historyTable->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_historyTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_historyTable->setAlternatingRowColors(true);
+    m_historyTable->setWordWrap(false);
+    // Numbers fit their contents, the scheme takes the width left over; a model reset forgets
+    // per-section modes, so they are set again after each.
+    const auto fitColumns = [this] {
+        QHeaderView* header = m_historyTable->horizontalHeader();
+        header->setSectionResizeMode(QHeaderView::ResizeToContents);
+        header->setSectionResizeMode(HistoryModel::Scheme, QHeaderView::Stretch);
+    };
+    fitColumns();
+    connect(m_history, &QAbstractItemModel::modelReset, this, fitColumns);
+    layout->addWidget(m_historyTable, 1);
+    connect(m_historyTable->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+            &ReportView::onHistorySelectionChanged);
+    connect(m_sideBySideButton, &QPushButton::clicked, this, [this] {
+        const QModelIndexList rows = m_historyTable->selectionModel()->selectedRows();
+        if (rows.size() == 2)
+            showSideBySide(std::min(rows[0].row(), rows[1].row()),
+                           std::max(rows[0].row(), rows[1].row()));
+    });
+    return tab;
+}
+
+void ReportView::onHistorySelectionChanged()
+{
+    const QModelIndexList rows = m_historyTable->selectionModel()->selectedRows();
+    m_sideBySideButton->setEnabled(rows.size() == 2);
+    if (rows.size() == 1)
+        Q_EMIT historyRunSelected(rows.front().row());
+}
+
+void ReportView::addRun(HistoryRun run)
+{
+    m_history->addRun(std::move(run));
+    updatePareto();
+}
+
+void ReportView::addComparisonRuns(const nlohmann::json& comparison, const QString& modelPath)
+{
+    m_history->addComparison(comparison, modelPath);
+    updatePareto();
+}
+
+bool ReportView::showSideBySide(int rowA, int rowB)
+{
+    const int rows = m_history->rowCount();
+    if (rowA < 0 || rowB < 0 || rowA >= rows || rowB >= rows)
+        return false;
+    m_sideBySide->setRuns(m_history->run(rowA).report, m_history->runLabel(rowA),
+                          m_history->run(rowB).report, m_history->runLabel(rowB));
+    showTab(QStringLiteral("Side by side"));
+    return true;
+}
+
+void ReportView::updatePareto()
+{
+    // The Pareto chart weighs every run on the open model; without a history (an opened compare
+    // file) it shows the comparison on screen. A run repeated with the same result (static-int8
+    // alone, then in "Compare all schemes") is one point.
+    if (m_history->rowCount() == 0) {
+        m_pareto->setComparison(m_comparison);
+        return;
+    }
+    nlohmann::json runs = nlohmann::json::array();
+    std::vector<std::tuple<std::string, nlohmann::json, nlohmann::json>> seen;
+    const nlohmann::json all = m_history->comparison();
+    for (const nlohmann::json& run : all["runs"]) {
+        auto key = std::make_tuple(run.value("scheme", nlohmann::json()).dump(),
+                                   run.value("metric", nlohmann::json()),
+                                   run.value("size_bytes", nlohmann::json()));
+        if (std::find(seen.begin(), seen.end(), key) != seen.end())
+            continue;
+        seen.push_back(std::move(key));
+        runs.push_back(run);
+    }
+    m_pareto->setComparison(nlohmann::json{{"runs", std::move(runs)}});
 }
 
 void ReportView::setReport(const nlohmann::json& report)
@@ -215,8 +359,7 @@ void ReportView::setComparison(const nlohmann::json& comparison)
 {
     m_comparison = comparison;
     m_compareModel->setComparison(comparison);
-    m_compareTable->resizeColumnsToContents();
-    m_pareto->setComparison(comparison);
+    updatePareto();
 }
 
 void ReportView::setSensitivity(const nlohmann::json& sensitivity)
@@ -231,7 +374,9 @@ void ReportView::clear()
     m_comparison = nullptr;
     m_sensitivity = nullptr;
     m_compareModel->setComparison(nlohmann::json());
-    m_pareto->setComparison(nlohmann::json());
+    m_history->clear();
+    m_sideBySide->clear();
+    updatePareto();
     m_sensitivityChart->setSensitivity(nlohmann::json());
     setReport(nullptr);
 }

@@ -2,8 +2,11 @@
 // The results of quantization runs: a one-line summary ("static-int8: top-1 0.9183 -> 0.9177
 // (-0.06 points), size 1.61 MiB -> 413 KiB (0.251), 2 of 4 layers on real kernels") above tabs
 // Layers (per-layer SQNR + the selected layer's histogram), Memory, Throughput, Compare (all
-// schemes: table + Pareto) and Sensitivity. It shows exactly the JSON it is given (report.json,
-// a compare file, a sensitivity file) and computes nothing.
+// schemes: table + Pareto over every run in the history), Sensitivity, History (every run on the
+// open model) and Side by side (two runs of the history). It shows exactly the JSON it is given
+// (report.json, a compare file, a sensitivity file) and computes nothing.
+
+#include "history_model.h"
 
 #include <nlohmann/json.hpp>
 
@@ -24,11 +27,12 @@ class HistogramChart;
 class MemoryChart;
 class ParetoChart;
 class SensitivityChart;
+class SideBySideView;
 class SqnrChart;
 class ThroughputChart;
 
-/// "static-int8: top-1 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB -> 413 KiB (0.251), 2 of
-/// 4 layers on real kernels" for a report.json; empty for anything else.
+/// "static-int8: top-1 on 2,000 samples 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB -> 413 KiB
+/// (0.251), 2 of 4 layers on real kernels" for a report.json; empty for anything else.
 QString reportSummary(const nlohmann::json& report);
 
 /// Summary line + result tabs (see the file comment).
@@ -44,8 +48,15 @@ public:
     void setComparison(const nlohmann::json& comparison);
     /// Shows a sensitivity sweep in the Sensitivity tab.
     void setSensitivity(const nlohmann::json& sensitivity);
-    /// Forgets everything shown.
+    /// Forgets everything shown, the history too.
     void clear();
+    /// Appends a finished run to the History tab (and to the Pareto chart).
+    void addRun(HistoryRun run);
+    /// Appends every run of a compare file to the History tab (and to the Pareto chart).
+    void addComparisonRuns(const nlohmann::json& comparison, const QString& modelPath);
+    /// Shows history rows `rowA` and `rowB` in the Side by side tab and switches to it; false
+    /// when a row does not exist.
+    bool showSideBySide(int rowA, int rowB);
 
     /// The report shown (null when none).
     const nlohmann::json& report() const { return m_report; }
@@ -74,6 +85,14 @@ public:
     ComparisonTableModel* comparisonModel() const { return m_compareModel; }
     ParetoChart* paretoChart() const { return m_pareto; }
     QTableView* comparisonTable() const { return m_compareTable; }
+    /// The runs of the open model, oldest first.
+    HistoryModel* historyModel() const { return m_history; }
+    /// The History tab's table (its model is historyModel()).
+    QTableView* historyTable() const { return m_historyTable; }
+    /// The History tab's "Side by side" button (enabled with two rows selected).
+    QPushButton* sideBySideButton() const { return m_sideBySideButton; }
+    /// The Side by side tab.
+    SideBySideView* sideBySideView() const { return m_sideBySide; }
     /// Histogram mode: Error, Weights or Activations.
     QComboBox* histogramMode() const { return m_histogramMode; }
 
@@ -82,12 +101,17 @@ Q_SIGNALS:
     void layerSelected(const QString& layer);
     /// "Run sensitivity" was clicked in the Sensitivity tab.
     void sensitivityRequested();
+    /// The user selected one row of the History tab: show that run.
+    void historyRunSelected(int row);
 
 private:
     QWidget* createLayersTab();
     QWidget* createCompareTab();
     QWidget* createSensitivityTab();
+    QWidget* createHistoryTab();
     void updateHistogram();
+    void updatePareto();
+    void onHistorySelectionChanged();
 
     QLabel* m_summary;
     QTabWidget* m_tabs;
@@ -100,6 +124,10 @@ private:
     QTableView* m_compareTable = nullptr;
     SensitivityChart* m_sensitivityChart = nullptr;
     ComparisonTableModel* m_compareModel = nullptr;
+    HistoryModel* m_history = nullptr;
+    QTableView* m_historyTable = nullptr;
+    QPushButton* m_sideBySideButton = nullptr;
+    SideBySideView* m_sideBySide = nullptr;
     QString m_histogramLayer;
     nlohmann::json m_report;
     nlohmann::json m_comparison;

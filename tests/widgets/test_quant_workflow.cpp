@@ -156,7 +156,8 @@ void TestQuantWorkflow::runShowsReport()
     QCOMPARE(reportLayers(report), QStringList({QStringLiteral("conv1"), QStringLiteral("fc")}));
     QCOMPARE(report["metric"]["samples"].get<int>(), 2000);  // the interactive default
     const QString summary = window->reportView()->summaryText();
-    QVERIFY2(summary.startsWith(QStringLiteral("static-int8: top-1 ")), qPrintable(summary));
+    QVERIFY2(summary.startsWith(QStringLiteral("static-int8: top-1 on 2,000 samples ")),
+             qPrintable(summary));
     QVERIFY2(summary.contains(QStringLiteral("points), size 5.8 KiB -> ")), qPrintable(summary));
     QVERIFY2(summary.endsWith(QStringLiteral(" of 2 layers on real kernels")), qPrintable(summary));
 
@@ -342,8 +343,9 @@ void TestQuantWorkflow::openAndSaveReport()
     window.setDialogsEnabled(false);
     QVERIFY(window.openReport(QStringLiteral(BITLENS_TEST_DATA "/reports/fashion-cnn-static-int8.json")));
     QCOMPARE(window.reportView()->summaryText(),
-             QStringLiteral("static-int8: top-1 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB "
-                            "-> 413.4 KiB (0.251), 2 of 4 layers on real kernels"));
+             QStringLiteral("static-int8: top-1 on 10,000 samples 0.9183 -> 0.9177 "
+                            "(-0.06 points), size 1.61 MiB -> 413.4 KiB (0.251), 2 of 4 layers "
+                            "on real kernels"));
     QVERIFY(window.reportView()->sqnrChart()->hasData());
 
     const QString saved = m_dir.filePath(QStringLiteral("saved.json"));

@@ -1,0 +1,299 @@
+// TeachingView (quantization grid with live error, float formats, 4-bit grids) and the
+// HardwarePanel, offscreen.
+
+#include "chart_histogram.h"
+#include "hardware_panel.h"
+#include "model_fixtures.h"
+#include "teaching_view.h"
+
+#include "exec/device.h"
+#include "model/model.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QLineSeries>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+using namespace bitlens;
+using namespace bitlens::widgets;
+
+namespace {
+
+constexpr unsigned kSeed = 20240611;
+
+std::vector<float> gaussian(std::size_t n, float sigma = 0.05f, unsigned seed = kSeed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> v(n);
+    for (float& x : v)
+        x = dist(rng);
+    return v;
+}
+
+} // namespace
+
+class TestTeaching : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() { qInfo("seed %u", kSeed); }
+
+    void formatsChangeDrawnCodePoints()
+    {
+        TeachingView view;
+        QVERIFY(!view.gridChart()->hasData());
+        view.setWeights(QStringLiteral("fc"), gaussian(4096));
+        QVERIFY(view.gridChart()->hasData());
+        // Symmetric int4 per-tensor view: k * clip / 7 for k in -7..7 (code -8 lies at
+        // -8/7.5 × clip, outside the clip range), so 15 lie within [-clip, clip].
+        view.setFormat(QStringLiteral("int4"));
+        QCOMPARE(view.gridChart()->codePointCount(), 15);
+        QCOMPARE(view.gridChart()->drawnCodePointCount(), 15);
+        view.setFormat(QStringLiteral("nf4"));
+        QCOMPARE(view.gridChart()->codePointCount(), 16);
+        QCOMPARE(view.gridChart()->drawnCodePointCount(), 16);
+        view.setFormat(QStringLiteral("fp4_e2m1"));
+        QCOMPARE(view.gridChart()->codePointCount(), 15); // +-0 is one value
+        // int8: 255 values, thinned to every 4th (quantGrid / HistogramChart's 64-line cap).
+        view.setFormat(QStringLiteral("int8"));
+        QCOMPARE(view.gridChart()->codePointCount(), 255);
+        // Every 4th from the middle (index 127 = 0): indices 3, 7, ..., 251 = 63 lines.
+        QCOMPARE(view.gridChart()->drawnCodePointCount(), 63);
+        QVERIFY(view.gridChart()->drawnCodePointCount() <= HistogramChart::kMaxGridLines);
+        QVERIFY(view.gridChart()->gridLabel().contains(QLatin1String("every 4th of 255")));
+        // The bits slider: 3 bits -> 7 values, and the title names int3.
+        view.setBits(3);
+        QCOMPARE(view.gridChart()->codePointCount(), 7);
+        QVERIFY(view.gridChart()->chart()->title().contains(QLatin1String("int3")));
+    }
+
+    void sqnrGrowsWithBitsAndMatchesTheory()
+    {
+        const std::vector<float> w = gaussian(16384);
+        TeachingView view;
+        view.setWeights(QStringLiteral("w"), w);
+        view.setFormat(QStringLiteral("int8"));
+        std::vector<double> sqnr;
+        for (const int bits : {2, 3, 4, 5, 6, 7, 8}) {
+            view.setBits(bits);
+            QVERIFY(view.stats().valid);
+            QVERIFY(std::isfinite(view.stats().sqnrDb));
+            sqnr.push_back(view.stats().sqnrDb);
+        }
+        for (std::size_t i = 1; i < sqnr.size(); ++i)
+            QVERIFY2(sqnr[i] > sqnr[i - 1], qPrintable(QStringLiteral("bits %1: %2 <= %3")
+                                                           .arg(i + 2)
+                                                           .arg(sqnr[i])
+                                                           .arg(sqnr[i - 1])));
+        // Uniform noise Δ²/12 with Δ = 2 max / 2^b: SQNR = 6.02 b + 4.77 - 20 log10(max / σ).
+        double sum2 = 0.0;
+        double maxAbs = 0.0;
+        for (const float x : w) {
+            sum2 += double(x) * x;
+            maxAbs = std::max(maxAbs, std::abs(double(x)));
+        }
+        const double rms = std::sqrt(sum2 / double(w.size()));
+        const double theory = 6.02 * 8 + 4.77 - 20.0 * std::log10(maxAbs / rms);
+        qInfo("int8 SQNR %.2f dB, theory %.2f dB", sqnr.back(), theory);
+        QVERIFY(std::abs(sqnr.back() - theory) < 1.0);
+        QVERIFY(view.readoutText().contains(QLatin1String("SQNR")));
+    }
+
+    void clipFractionChangesError()
+    {
+        TeachingView view;
+        view.setWeights(QStringLiteral("w"), gaussian(8192));
+        view.setFormat(QStringLiteral("int4"));
+        const QuantErrorStats full = view.stats();
+        view.setClipFraction(0.5);
+        const QuantErrorStats half = view.stats();
+        QVERIFY(full.valid && half.valid);
+        QVERIFY(full.mse != half.mse);
+        // Half the range: the tails saturate, so the largest error grows past a quarter of max.
+        QVERIFY(half.maxAbsError > full.maxAbsError);
+        // The grid follows the clip: its ends are at ±0.5 max|w|.
+        QCOMPARE(view.gridChart()->codePointCount(), 15);
+    }
+
+    void groupsHelpWhenScaleVaries()
+    {
+        // 64 groups of 32 whose scales span 10^-3 .. 1: one per-tensor scale rounds the small
+        // groups to 0, a scale per group does not.
+        std::vector<float> w = gaussian(2048, 1.0f);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] *= float(std::pow(10.0, -3.0 * double((i / 32) % 4) / 3.0));
+        TeachingView view;
+        view.setWeights(QStringLiteral("w"), w);
+        view.setFormat(QStringLiteral("int4"));
+        const double perTensor = view.stats().sqnrDb;
+        view.setGroupSize(32);
+        const double perGroup = view.stats().sqnrDb;
+        qInfo("int4 per-tensor %.2f dB, group 32 %.2f dB", perTensor, perGroup);
+        QVERIFY(perGroup > perTensor + 1.0);
+        QVERIFY(view.gridChart()->chart()->title().contains(QLatin1String("group size 32")));
+        // Every offered format gives a finite error.
+        for (const QString& format : TeachingView::formats()) {
+            view.setFormat(format);
+            QVERIFY2(view.stats().valid && std::isfinite(view.stats().sqnrDb),
+                     qPrintable(format));
+        }
+    }
+
+    void largeTensorsComputeInTheBackgroundLastRequestWins()
+    {
+        const std::vector<float> w = gaussian(500000);
+        // Measured cost (documents TeachingView::kSyncLimit).
+        for (const char* format : {"int8", "nf4", "fp8_e4m3"}) {
+            TeachingSettings s;
+            s.format = QString::fromLatin1(format);
+            s.groupSize = 128;
+            QElapsedTimer timer;
+            timer.start();
+            const QuantErrorStats stats = quantizationError(w, s);
+            qInfo("500k %s per-group(128): %lld ms", format,
+                  static_cast<long long>(timer.elapsed()));
+            QVERIFY(stats.valid);
+        }
+        TeachingView view;
+        view.setWeights(QStringLiteral("big"), w);
+        QVERIFY(view.isComputing());
+        view.setFormat(QStringLiteral("int4"));
+        view.setClipFraction(0.8);
+        view.setGroupSize(64);
+        QTRY_VERIFY_WITH_TIMEOUT(!view.isComputing(), 20000);
+        const QuantErrorStats expected = quantizationError(w, view.settings());
+        QVERIFY(view.stats().valid);
+        QCOMPARE(view.stats().sqnrDb, expected.sqnrDb);
+    }
+
+    void layerWeightsReadsTheInitializer()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("small.onnx"));
+        QCOMPARE(QString::fromStdString(testing::writeSmallCnn(path)), QString());
+        auto model = openModel(path.toStdString());
+        QVERIFY(model);
+        QCOMPARE(layerWeights(*model.value(), "conv1").size(), std::size_t(4 * 9));
+        QCOMPARE(layerWeights(*model.value(), "fc").size(), std::size_t(10 * 4 * 36));
+        QVERIFY(layerWeights(*model.value(), "relu1").empty());
+        QVERIFY(layerWeights(*model.value(), "nope").empty());
+    }
+
+    void floatFormatsCountsFollowTheFormats()
+    {
+        TeachingView view;
+        FloatFormatsChart* chart = view.floatFormatsChart();
+        QVERIFY(chart->hasData());
+        // E4M3FN: 7 subnormals (exponent 0, mantissa 1..7) + 15 exponents × 8 mantissas, less
+        // the one NaN pattern S.1111.111 (no infinities) = 126; max 1.75 × 2^8 = 448.
+        QCOMPARE(chart->e4m3Count(), 7 + 15 * 8 - 1);
+        QCOMPARE(chart->e4m3Max(), 448.0);
+        // E5M2: 3 subnormals + 30 exponents × 4 (exponent 31 is Inf/NaN) = 123; max
+        // 1.75 × 2^15 = 57344.
+        QCOMPARE(chart->e5m2Count(), 3 + 30 * 4);
+        QCOMPARE(chart->e5m2Max(), 57344.0);
+        QVERIFY(chart->e4m3Series()->name().contains(QLatin1String("8 per octave")));
+        QVERIFY(chart->e5m2Series()->name().contains(QLatin1String("4 per octave")));
+
+        const std::vector<int> rows = view.fourBitChart()->rowCounts();
+        QCOMPARE(rows, (std::vector<int>{16, 15, 15})); // NF4, int4 (-7..7), FP4 (+-0 one)
+        QVERIFY(view.fourBitChart()->densitySeries()->count() > 100);
+    }
+
+    void hardwarePanelListsCpuFlags()
+    {
+        QFile file(QStringLiteral("/proc/cpuinfo"));
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QString flagsLine;
+        for (const QString& line : QString::fromUtf8(file.readAll()).split(QLatin1Char('\n')))
+            if (line.startsWith(QLatin1String("flags"))) {
+                flagsLine = line.section(QLatin1Char(':'), 1);
+                break;
+            }
+        const QStringList present = flagsLine.split(QLatin1Char(' '), Qt::SkipEmptyParts);
+        QStringList expected;
+        for (const QString& flag : HardwarePanel::knownFlags())
+            if (present.contains(flag))
+                expected.push_back(flag);
+
+        HardwarePanel panel;
+        QCOMPARE(panel.cpuFlags(), expected);
+        QTableWidget* flags = panel.flagTable();
+        QCOMPARE(flags->rowCount(), int(HardwarePanel::knownFlags().size()));
+        for (int r = 0; r < flags->rowCount(); ++r)
+            QCOMPARE(flags->item(r, 1)->text(),
+                     present.contains(flags->item(r, 0)->text()) ? QStringLiteral("yes")
+                                                                 : QStringLiteral("no"));
+        const bool vnni = present.contains(QStringLiteral("avx512_vnni")) ||
+                          present.contains(QStringLiteral("avx_vnni"));
+        QCOMPARE(panel.formatTable()->item(0, 3)->text().contains(QLatin1String("VNNI present")),
+                 vnni);
+        if (!exec::cudaAvailable())
+            QCOMPARE(panel.cudaText(), QStringLiteral("No CUDA device"));
+
+        QCOMPARE(HardwarePanel::parseSmVersion(QStringLiteral("NVIDIA H200 (139 GiB, sm_90)")),
+                 90);
+        QCOMPARE(HardwarePanel::parseSmVersion(QStringLiteral("none")), 0);
+        QCOMPARE(HardwarePanel::parseCpuFlags(
+                     QStringLiteral("processor : 0\nflags\t\t: fpu avx2 f16c amx_int8\n")),
+                 (QStringList{QStringLiteral("avx2"), QStringLiteral("amx_int8"),
+                              QStringLiteral("f16c")}));
+    }
+
+    void measureShowsThreeRates()
+    {
+        HardwarePanel panel;
+        QSignalSpy spy(&panel, &HardwarePanel::measured);
+        QElapsedTimer timer;
+        timer.start();
+        panel.measure();
+        QVERIFY(panel.isMeasuring());
+        QVERIFY(spy.wait(30000));
+        qInfo("measure took %lld ms", static_cast<long long>(timer.elapsed()));
+        const auto rates = panel.rates();
+        QCOMPARE(rates.size(), std::size_t(3));
+        for (const MatmulRate& rate : rates) {
+            qInfo("%s: %.1f %s %s", qPrintable(rate.name), rate.ratePerSec, qPrintable(rate.unit),
+                  qPrintable(rate.error));
+            QVERIFY2(rate.error.isEmpty(), qPrintable(rate.error));
+            QVERIFY(std::isfinite(rate.ratePerSec) && rate.ratePerSec > 0.0);
+        }
+        panel.resize(1000, 720);
+        QTest::qWait(50);
+        QVERIFY(panel.grab().save(QStringLiteral("/tmp/teach-hardware.png")));
+    }
+
+    void screenshots()
+    {
+        TeachingView view;
+        view.resize(1200, 720);
+        view.setWeights(QStringLiteral("fc.weight"), gaussian(20000));
+        view.setFormat(QStringLiteral("int4"));
+        view.setClipFraction(0.7);
+        const char* names[] = {"/tmp/teach-grid.png", "/tmp/teach-float.png",
+                               "/tmp/teach-4bit.png"};
+        for (int i = 0; i < 3; ++i) {
+            view.tabs()->setCurrentIndex(i);
+            QTest::qWait(50); // let the chart lay out title and legend
+            QVERIFY(view.grab().save(QString::fromLatin1(names[i])));
+        }
+        view.setFormat(QStringLiteral("int8"));
+        view.setClipFraction(1.0);
+        view.tabs()->setCurrentIndex(0);
+        QTest::qWait(50);
+        QVERIFY(view.grab().save(QStringLiteral("/tmp/teach-grid-int8.png")));
+        QVERIFY(view.gridChart()->exportTo(QStringLiteral("/tmp/teach-grid-export.svg")));
+    }
+};
+
+QTEST_MAIN(TestTeaching)
+#include "test_teaching.moc"

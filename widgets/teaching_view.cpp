@@ -1,0 +1,698 @@
+#include "teaching_view.h"
+
+#include "chart_histogram.h"
+#include "ir/graph.h"
+#include "model/model.h"
+#include "quant/quant_type.h"
+
+#include <QAreaSeries>
+#include <QCategoryAxis>
+#include <QChart>
+#include <QComboBox>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QSlider>
+#include <QTabWidget>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+
+namespace bitlens::widgets {
+
+namespace {
+
+bool isIntegerFormat(const QString& format)
+{
+    return format.startsWith(QLatin1String("int"));
+}
+
+/// The per-tensor view of the grid `settings` puts on [-clip, clip]. int8/int4/int2 come from
+/// quantGrid (the same drawing as the report's weight histogram); 3, 5, 6 and 7 bits, which the
+/// core has no type for, follow quantGrid's symmetric rule: k * clip / (2^(bits-1) - 1).
+QuantGrid teachingGrid(const TeachingSettings& settings, double clip)
+{
+    if (isIntegerFormat(settings.format)) {
+        const int bits = settings.bits;
+        if (bits == 8 || bits == 4 || bits == 2)
+            return quantGrid(QStringLiteral("int%1").arg(bits), true, -clip, clip);
+        QuantGrid grid;
+        const int steps = (1 << (bits - 1)) - 1;
+        for (int k = -steps; k <= steps; ++k)
+            grid.values.push_back(clip * k / steps);
+        grid.description = QObject::tr("int%1 grid (per-tensor view)").arg(bits);
+        return grid;
+    }
+    return quantGrid(settings.format, true, -clip, clip);
+}
+
+/// "0.0123", "1.2e-05": short labels for numbers of any magnitude.
+QString shortNumber(double v)
+{
+    return QString::number(v, 'g', 3);
+}
+
+} // namespace
+
+std::vector<float> layerWeights(const Model& model, const std::string& layer)
+{
+    try {
+        const ir::Graph& graph = model.graph();
+        for (const ir::Node& node : graph.nodes) {
+            if (node.name != layer)
+                continue;
+            for (const std::string& input : node.inputs) {
+                const at::Tensor* tensor = input.empty() ? nullptr : graph.initializer(input);
+                if (!tensor || !tensor->defined() || !tensor->is_floating_point() ||
+                    tensor->numel() == 0)
+                    continue;
+                c10::InferenceMode guard;
+                const at::Tensor flat =
+                    tensor->detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
+                const float* data = flat.data_ptr<float>();
+                return {data, data + flat.numel()};
+            }
+            return {};
+        }
+    } catch (const std::exception&) {
+        return {};
+    }
+    return {};
+}
+
+QuantErrorStats quantizationError(const std::vector<float>& values,
+                                  const TeachingSettings& settings)
+{
+    QuantErrorStats out;
+    if (values.empty())
+        return out;
+    const bool integer = isIntegerFormat(settings.format);
+    const int bits = std::clamp(settings.bits, 2, 8);
+    quant::QuantType type = quant::QuantType::Int8;
+    if (integer) {
+        type = bits == 4 ? quant::QuantType::Int4
+               : bits == 2 ? quant::QuantType::Int2
+                           : quant::QuantType::Int8;
+    } else {
+        const auto named = quant::quantTypeFromName(settings.format.toStdString());
+        if (!named)
+            return out;
+        type = *named;
+    }
+    try {
+        c10::InferenceMode guard;
+        const auto n = static_cast<std::int64_t>(values.size());
+        // The vector is one weight row [1, n]; groups run along it (axis 1), as core groups the
+        // input dimension of a weight.
+        const at::Tensor x =
+            at::from_blob(const_cast<float*>(values.data()), {1, n}, at::kFloat);
+        const quant::Granularity granularity =
+            settings.groupSize > 0 ? quant::Granularity::perGroup(1, settings.groupSize)
+                                   : quant::Granularity::perTensor();
+        const auto [lo, hi] = quant::blockMinMax(x, granularity);
+        const double fraction = std::clamp(settings.clipFraction, 0.05, 1.0);
+        const at::Tensor clip = at::maximum(lo.abs(), hi.abs()) * fraction;
+        quant::QParams qparams = quant::chooseQParams(-clip, clip, type, true, granularity);
+        at::Tensor src = x;
+        if (integer && bits != 8 && bits != 4 && bits != 2) {
+            // No core type has 3, 5, 6 or 7 bits: take int8's qparams for the same clip range
+            // (scale = clip / 127.5), widen the scale to the b-bit rule clip / ((2^b - 1) / 2)
+            // and clamp x to the b-bit codes [-2^(b-1), 2^(b-1) - 1] first, so int8's wider
+            // clamp inside fakeQuantize never acts. Example, 5 bits, clip 1: scale 1 / 15.5,
+            // x = 0.99 -> 15.3 -> code 15 (the largest) -> 0.968.
+            qparams.scale = qparams.scale * (255.0 / double((1 << bits) - 1));
+            at::Tensor scale = qparams.scale;
+            if (settings.groupSize > 0)
+                scale = scale.repeat_interleave(settings.groupSize, 1).narrow(1, 0, n);
+            const double qmax = double((1 << (bits - 1)) - 1);
+            src = at::clamp(x, -(qmax + 1.0) * scale, qmax * scale);
+        }
+        const at::Tensor q = quant::fakeQuantize(src, qparams);
+        const at::Tensor xd = x.to(at::kDouble);
+        const at::Tensor err = xd - q.to(at::kDouble);
+        const double noise = err.pow(2).sum().item<double>();
+        const double signal = xd.pow(2).sum().item<double>();
+        out.mse = noise / double(n);
+        out.maxAbsError = err.abs().max().item<double>();
+        out.sqnrDb = noise > 0.0 ? 10.0 * std::log10(signal / noise)
+                                 : std::numeric_limits<double>::infinity();
+        out.valid = std::isfinite(out.mse) && std::isfinite(out.maxAbsError);
+    } catch (const std::exception&) {
+        out.valid = false;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+WeightGridChart::WeightGridChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Weight distribution and code points"));
+}
+
+void WeightGridChart::setValues(const QString& layerName, const std::vector<float>& values)
+{
+    m_layerName = layerName;
+    m_counts.clear();
+    m_size = 0;
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (const float v : values)
+        if (std::isfinite(v)) {
+            lo = std::min(lo, double(v));
+            hi = std::max(hi, double(v));
+        }
+    if (lo <= hi) {
+        if (hi == lo) {
+            lo -= 0.5;
+            hi += 0.5;
+        }
+        m_lo = lo;
+        m_hi = hi;
+        m_absMax = std::max(std::abs(lo), std::abs(hi));
+        m_counts.assign(kBins, 0.0);
+        const double width = (hi - lo) / kBins;
+        for (const float v : values) {
+            if (!std::isfinite(v))
+                continue;
+            const int bin = std::min(kBins - 1, static_cast<int>((double(v) - lo) / width));
+            m_counts[static_cast<std::size_t>(bin)] += 1.0;
+        }
+        m_size = values.size();
+    }
+    rebuild();
+}
+
+void WeightGridChart::setSettings(const TeachingSettings& settings)
+{
+    m_settings = settings;
+    rebuild();
+}
+
+void WeightGridChart::rebuild()
+{
+    m_codePoints = 0;
+    m_drawnCodePoints = 0;
+    m_gridLabel.clear();
+    if (m_counts.empty()) {
+        setChartTitle(tr("Weight distribution and code points"));
+        showMessage(tr("No data: choose a layer with float weights"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    const double clip = m_absMax * std::clamp(m_settings.clipFraction, 0.05, 1.0);
+    const QString format = isIntegerFormat(m_settings.format)
+                               ? QStringLiteral("int%1").arg(m_settings.bits)
+                               : m_settings.format;
+    const QString granularity = m_settings.groupSize > 0
+                                    ? tr("group size %1").arg(m_settings.groupSize)
+                                    : tr("per-tensor");
+    setChartTitle(tr("%1: %2 weights, %3 code points (clip %4 × max|w|, %5)")
+                      .arg(m_layerName.isEmpty() ? tr("Tensor") : m_layerName)
+                      .arg(m_size)
+                      .arg(format)
+                      .arg(m_settings.clipFraction, 0, 'f', 2)
+                      .arg(granularity));
+
+    const double width = (m_hi - m_lo) / kBins;
+    auto* upper = new QLineSeries;
+    double maxCount = 0.0;
+    for (int i = 0; i < kBins; ++i) {
+        const double c = m_counts[static_cast<std::size_t>(i)];
+        upper->append(m_lo + i * width, c);
+        upper->append(m_lo + (i + 1) * width, c);
+        maxCount = std::max(maxCount, c);
+    }
+    auto* area = new QAreaSeries(upper);
+    area->setName(tr("weights (%1 bins)").arg(kBins));
+    QColor fill = chartColor(0);
+    fill.setAlpha(150);
+    area->setBrush(fill);
+    area->setPen(QPen(chartColor(0).darker(130), 1.0));
+    chart()->addSeries(area);
+
+    const double xMin = std::min(m_lo, -clip);
+    const double xMax = std::max(m_hi, clip);
+    const double pad = (xMax - xMin) * 0.02;
+    QValueAxis* axisX = addValueAxis(tr("Weight value"), Qt::AlignBottom);
+    setRoundTicks(axisX, xMin - pad, xMax + pad, 9);
+    QValueAxis* axisY = addValueAxis(tr("Count (weights per bin)"), Qt::AlignLeft);
+    const double yTop = std::max(1.0, maxCount) * 1.1;
+    setRoundTicks(axisY, 0.0, yTop, 6);
+    area->attachAxis(axisX);
+    area->attachAxis(axisY);
+
+    const QuantGrid grid = teachingGrid(m_settings, clip);
+    m_codePoints = static_cast<int>(grid.values.size());
+    if (m_codePoints == 0)
+        return;
+    // Thin as the report's histogram does: at most kMaxGridLines, from the middle outwards so
+    // that 0 is drawn.
+    const int stride =
+        (m_codePoints + HistogramChart::kMaxGridLines - 1) / HistogramChart::kMaxGridLines;
+    // One comb-shaped series: up each code point and back along the axis, so the grid is one
+    // legend entry however many lines it has.
+    auto* comb = new QLineSeries;
+    const double tooth = yTop * 0.96;
+    for (int i = (m_codePoints / 2) % stride; i < m_codePoints; i += stride) {
+        const double v = grid.values[static_cast<std::size_t>(i)];
+        comb->append(v, 0.0);
+        comb->append(v, tooth);
+        comb->append(v, 0.0);
+        ++m_drawnCodePoints;
+    }
+    m_gridLabel = tr("%1 code points within ±%2").arg(format).arg(shortNumber(clip));
+    m_gridLabel += stride > 1 ? tr(" (every %1th of %2 drawn)").arg(stride).arg(m_codePoints)
+                              : tr(" (%1)").arg(m_codePoints);
+    comb->setName(m_gridLabel);
+    QPen pen(chartColor(3)); // vermillion, as the report's weight histogram draws its grid
+    pen.setWidthF(1.4);
+    comb->setPen(pen);
+    chart()->addSeries(comb);
+    comb->attachAxis(axisX);
+    comb->attachAxis(axisY);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Positive finite values of a float8 type: every bit pattern cast by torch, so the chart shows
+/// exactly what the core's FP8 quantization rounds to.
+std::vector<double> positiveFloat8Values(at::ScalarType type)
+{
+    c10::InferenceMode guard;
+    at::Tensor bytes = at::arange(256, at::kShort).to(at::kByte);
+    const at::Tensor values = bytes.view(type).to(at::kDouble);
+    std::vector<double> out;
+    const double* data = values.data_ptr<double>();
+    for (int i = 0; i < 256; ++i)
+        if (std::isfinite(data[i]) && data[i] > 0.0)
+            out.push_back(data[i]);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+/// Values in the octave [1, 2): the mantissa's resolution (2^mantissa bits).
+int valuesPerOctave(const std::vector<double>& values)
+{
+    return static_cast<int>(std::count_if(values.begin(), values.end(),
+                                          [](double v) { return v >= 1.0 && v < 2.0; }));
+}
+
+} // namespace
+
+FloatFormatsChart::FloatFormatsChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("FP8 representable values: E4M3 vs E5M2 (positive half)"));
+    std::vector<double> e4m3;
+    std::vector<double> e5m2;
+    try {
+        e4m3 = positiveFloat8Values(at::kFloat8_e4m3fn);
+        e5m2 = positiveFloat8Values(at::kFloat8_e5m2);
+    } catch (const std::exception& e) {
+        showMessage(tr("No data: %1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    if (e4m3.empty() || e5m2.empty()) {
+        showMessage(tr("No data"));
+        return;
+    }
+    markHasData();
+    m_e4m3Max = e4m3.back();
+    m_e5m2Max = e5m2.back();
+
+    auto* axisX = new QLogValueAxis;
+    styleAxis(axisX, tr("Value (log scale; subnormals at the left, max at the right)"));
+    axisX->setBase(16.0);
+    axisX->setLabelFormat(QStringLiteral("%.5g"));
+    axisX->setRange(std::min(e4m3.front(), e5m2.front()) / 2.0, m_e5m2Max * 2.0);
+    axisX->setMinorTickCount(3); // minor lines every factor of 2
+    chart()->addAxis(axisX, Qt::AlignBottom);
+    auto* axisY = new QCategoryAxis;
+    styleAxis(axisY, tr("Format"));
+    axisY->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+    axisY->append(QStringLiteral("E5M2"), 1.0);
+    axisY->append(QStringLiteral("E4M3"), 2.0);
+    axisY->setRange(0.4, 2.6);
+    chart()->addAxis(axisY, Qt::AlignLeft);
+
+    const auto addRow = [&](const std::vector<double>& values, double y, const QString& name,
+                            int color) {
+        auto* series = new QScatterSeries;
+        series->setName(tr("%1: %2 positive values, max %3, %4 per octave")
+                            .arg(name)
+                            .arg(values.size())
+                            .arg(values.back(), 0, 'g', 6)
+                            .arg(valuesPerOctave(values)));
+        series->setMarkerSize(7.0);
+        series->setColor(chartColor(color));
+        series->setBorderColor(chartColor(color).darker(140));
+        for (const double v : values)
+            series->append(v, y);
+        chart()->addSeries(series);
+        series->attachAxis(axisX);
+        series->attachAxis(axisY);
+        connect(series, &QScatterSeries::hovered, this,
+                [this, name](const QPointF& point, bool state) {
+                    if (!state) {
+                        hideToolTip();
+                        return;
+                    }
+                    showToolTip(QStringLiteral("<b>%1</b>: %2")
+                                    .arg(name)
+                                    .arg(point.x(), 0, 'g', 8));
+                });
+        return series;
+    };
+    m_e4m3 = addRow(e4m3, 2.0, QStringLiteral("E4M3 (FN)"), 0);
+    m_e5m2 = addRow(e5m2, 1.0, QStringLiteral("E5M2"), 1);
+}
+
+int FloatFormatsChart::e4m3Count() const
+{
+    return m_e4m3 ? static_cast<int>(m_e4m3->count()) : 0;
+}
+
+int FloatFormatsChart::e5m2Count() const
+{
+    return m_e5m2 ? static_cast<int>(m_e5m2->count()) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// NF4's codes are the quantiles of N(0, 1) at evenly spaced probabilities, divided by the
+/// largest one, Phi^-1(0.9677) = 1.848 (bitsandbytes' create_normal_map offset). In code units
+/// the bell they follow is therefore N(0, sigma = 1 / 1.848 = 0.541).
+constexpr double kNf4Sigma = 1.0 / 1.848;
+
+} // namespace
+
+FourBitGridChart::FourBitGridChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("4-bit code points on [-1, 1]: NF4 follows the bell, int4 is uniform"));
+    markHasData();
+    auto* axisX = addValueAxis(tr("Value (scaled so the largest code is 1)"), Qt::AlignBottom);
+    setRoundTicks(axisX, -1.1, 1.1, 11);
+    auto* axisRows = new QCategoryAxis;
+    styleAxis(axisRows, tr("Format"));
+    axisRows->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+    axisRows->append(QStringLiteral("FP4 E2M1"), 1.0);
+    axisRows->append(QStringLiteral("int4"), 2.0);
+    axisRows->append(QStringLiteral("NF4"), 3.0);
+    axisRows->setRange(0.4, 3.6);
+    chart()->addAxis(axisRows, Qt::AlignLeft);
+    const double peak = 1.0 / (kNf4Sigma * std::sqrt(2.0 * M_PI));
+    auto* axisDensity = addValueAxis(tr("Density of N(0, 0.541²) (1 / unit)"), Qt::AlignRight);
+    setRoundTicks(axisDensity, 0.0, peak * 3.6 / 3.0, 6);
+
+    m_density = new QLineSeries;
+    m_density->setName(tr("N(0, σ = 0.541) density (NF4's codes are its quantiles)"));
+    for (int i = 0; i <= 200; ++i) {
+        const double x = -1.1 + 2.2 * i / 200.0;
+        m_density->append(x, peak * std::exp(-0.5 * (x / kNf4Sigma) * (x / kNf4Sigma)));
+    }
+    QPen pen(chartColor(6));
+    pen.setWidthF(2.0);
+    pen.setStyle(Qt::DashLine);
+    m_density->setPen(pen);
+    chart()->addSeries(m_density);
+    m_density->attachAxis(axisX);
+    m_density->attachAxis(axisDensity);
+
+    struct Row {
+        QString type;
+        QString name;
+        double y;
+    };
+    const Row rows[] = {{QStringLiteral("nf4"), QStringLiteral("NF4"), 3.0},
+                        {QStringLiteral("int4"), QStringLiteral("int4 (symmetric)"), 2.0},
+                        {QStringLiteral("fp4_e2m1"), QStringLiteral("FP4 E2M1"), 1.0}};
+    int color = 0;
+    for (const Row& row : rows) {
+        const QuantGrid grid = quantGrid(row.type, true, -1.0, 1.0);
+        auto* series = new QScatterSeries;
+        series->setName(tr("%1: %2 values").arg(row.name).arg(grid.values.size()));
+        series->setMarkerSize(9.0);
+        series->setColor(chartColor(color));
+        series->setBorderColor(chartColor(color).darker(140));
+        ++color;
+        for (const double v : grid.values)
+            series->append(v, row.y);
+        chart()->addSeries(series);
+        series->attachAxis(axisX);
+        series->attachAxis(axisRows);
+        const QString name = row.name;
+        connect(series, &QScatterSeries::hovered, this,
+                [this, name](const QPointF& point, bool state) {
+                    if (!state) {
+                        hideToolTip();
+                        return;
+                    }
+                    showToolTip(QStringLiteral("<b>%1</b>: %2").arg(name).arg(point.x(), 0, 'g',
+                                                                                  6));
+                });
+        m_rows.push_back(series);
+    }
+}
+
+std::vector<int> FourBitGridChart::rowCounts() const
+{
+    std::vector<int> counts;
+    for (const QScatterSeries* series : m_rows)
+        counts.push_back(static_cast<int>(series->count()));
+    return counts;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+QStringList TeachingView::formats()
+{
+    return {QStringLiteral("int8"),     QStringLiteral("int4"),     QStringLiteral("int2"),
+            QStringLiteral("nf4"),      QStringLiteral("fp4_e2m1"), QStringLiteral("fp8_e4m3"),
+            QStringLiteral("fp8_e5m2")};
+}
+
+TeachingView::TeachingView(QWidget* parent) : QWidget(parent)
+{
+    m_tabs = new QTabWidget(this);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_tabs);
+
+    auto* gridPage = new QWidget;
+    auto* gridLayout = new QVBoxLayout(gridPage);
+    auto* controls = new QHBoxLayout;
+    m_formatCombo = new QComboBox;
+    m_formatCombo->addItems(formats());
+    m_formatCombo->setToolTip(tr("The number format whose code points are drawn and used"));
+    controls->addWidget(new QLabel(tr("Format:")));
+    controls->addWidget(m_formatCombo);
+    controls->addSpacing(12);
+    m_bitsLabel = new QLabel;
+    m_bitsSlider = new QSlider(Qt::Horizontal);
+    m_bitsSlider->setRange(2, 8);
+    m_bitsSlider->setPageStep(1);
+    m_bitsSlider->setTickPosition(QSlider::TicksBelow);
+    m_bitsSlider->setToolTip(tr("Bits of the integer formats (symmetric, signed)"));
+    controls->addWidget(m_bitsLabel);
+    controls->addWidget(m_bitsSlider, 1);
+    controls->addSpacing(12);
+    m_clipLabel = new QLabel;
+    m_clipSlider = new QSlider(Qt::Horizontal);
+    m_clipSlider->setRange(5, 100);
+    m_clipSlider->setToolTip(tr("Clip range as a fraction of max|w|: values beyond saturate"));
+    controls->addWidget(m_clipLabel);
+    controls->addWidget(m_clipSlider, 2);
+    controls->addSpacing(12);
+    m_groupCombo = new QComboBox;
+    m_groupCombo->addItem(tr("per-tensor"), 0);
+    for (const int g : {32, 64, 128, 256})
+        m_groupCombo->addItem(QString::number(g), g);
+    m_groupCombo->setToolTip(tr("Elements that share one scale"));
+    controls->addWidget(new QLabel(tr("Group size:")));
+    controls->addWidget(m_groupCombo);
+    gridLayout->addLayout(controls);
+    m_readout = new QLabel;
+    QFont readoutFont = m_readout->font();
+    readoutFont.setPointSize(readoutFont.pointSize() + 2);
+    m_readout->setFont(readoutFont);
+    m_readout->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    gridLayout->addWidget(m_readout);
+    m_gridChart = new WeightGridChart;
+    gridLayout->addWidget(m_gridChart, 1);
+    m_tabs->addTab(gridPage, tr("Quantization grid"));
+
+    m_floatChart = new FloatFormatsChart;
+    m_tabs->addTab(m_floatChart, tr("Float formats"));
+    m_fourBitChart = new FourBitGridChart;
+    m_tabs->addTab(m_fourBitChart, tr("4-bit grids"));
+
+    connect(m_formatCombo, &QComboBox::currentTextChanged, this, &TeachingView::setFormat);
+    connect(m_bitsSlider, &QSlider::valueChanged, this, &TeachingView::setBits);
+    connect(m_clipSlider, &QSlider::valueChanged, this,
+            [this](int percent) { setClipFraction(percent / 100.0); });
+    connect(m_groupCombo, &QComboBox::currentIndexChanged, this, [this](int index) {
+        setGroupSize(m_groupCombo->itemData(index).toLongLong());
+    });
+    syncControls();
+    refresh();
+}
+
+TeachingView::~TeachingView() = default;
+
+void TeachingView::setWeights(const QString& layerName, std::vector<float> values)
+{
+    m_layerName = layerName;
+    m_values = std::make_shared<const std::vector<float>>(std::move(values));
+    m_gridChart->setValues(layerName, *m_values);
+    refresh();
+}
+
+void TeachingView::setFormat(const QString& format)
+{
+    if (!formats().contains(format))
+        return;
+    m_settings.format = format;
+    if (isIntegerFormat(format))
+        m_settings.bits = format.mid(3).toInt();
+    syncControls();
+    refresh();
+}
+
+void TeachingView::setBits(int bits)
+{
+    bits = std::clamp(bits, 2, 8);
+    if (bits == m_settings.bits || !isIntegerFormat(m_settings.format))
+        return;
+    m_settings.bits = bits;
+    // The combo follows when the core has the type (int8/int4/int2); int3, int5, ... keep the
+    // combo on "int" entry last chosen, and the chart title and readout name the real width.
+    if (bits == 8 || bits == 4 || bits == 2)
+        m_settings.format = QStringLiteral("int%1").arg(bits);
+    syncControls();
+    refresh();
+}
+
+void TeachingView::setClipFraction(double fraction)
+{
+    fraction = std::clamp(fraction, 0.05, 1.0);
+    if (fraction == m_settings.clipFraction)
+        return;
+    m_settings.clipFraction = fraction;
+    syncControls();
+    refresh();
+}
+
+void TeachingView::setGroupSize(std::int64_t groupSize)
+{
+    if (groupSize == m_settings.groupSize)
+        return;
+    m_settings.groupSize = std::max<std::int64_t>(0, groupSize);
+    syncControls();
+    refresh();
+}
+
+void TeachingView::syncControls()
+{
+    const QSignalBlocker b1(m_formatCombo);
+    const QSignalBlocker b2(m_bitsSlider);
+    const QSignalBlocker b3(m_clipSlider);
+    const QSignalBlocker b4(m_groupCombo);
+    m_formatCombo->setCurrentText(m_settings.format);
+    const bool integer = isIntegerFormat(m_settings.format);
+    m_bitsSlider->setEnabled(integer);
+    m_bitsSlider->setValue(m_settings.bits);
+    m_bitsLabel->setText(integer ? tr("Bits: %1").arg(m_settings.bits) : tr("Bits: fixed"));
+    m_bitsLabel->setEnabled(integer);
+    m_clipSlider->setValue(static_cast<int>(std::lround(m_settings.clipFraction * 100.0)));
+    m_clipLabel->setText(tr("Clip: %1 × max|w|").arg(m_settings.clipFraction, 0, 'f', 2));
+    const int groupIndex = m_groupCombo->findData(static_cast<int>(m_settings.groupSize));
+    if (groupIndex >= 0)
+        m_groupCombo->setCurrentIndex(groupIndex);
+}
+
+void TeachingView::refresh()
+{
+    m_gridChart->setSettings(m_settings);
+    if (!m_values || m_values->empty()) {
+        applyStats({});
+        return;
+    }
+    if (m_values->size() <= kSyncLimit) {
+        applyStats(quantizationError(*m_values, m_settings));
+        return;
+    }
+    // Last request wins: one computation at a time; a change while it runs marks the result
+    // stale, and the newest settings are computed as soon as it finishes.
+    if (m_pending > 0) {
+        m_dirty = true;
+        m_readout->setText(readoutText() + tr("   (updating…)"));
+        return;
+    }
+    startBackground();
+}
+
+void TeachingView::startBackground()
+{
+    ++m_pending;
+    m_dirty = false;
+    m_readout->setText(readoutText() + tr("   (updating…)"));
+    const auto values = m_values;
+    const TeachingSettings settings = m_settings;
+    auto* watcher = new QFutureWatcher<QuantErrorStats>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
+        --m_pending;
+        watcher->deleteLater();
+        if (m_dirty && m_values && m_values->size() > kSyncLimit) {
+            startBackground();
+            return;
+        }
+        applyStats(watcher->result());
+    });
+    watcher->setFuture(QtConcurrent::run(
+        [values, settings] { return quantizationError(*values, settings); }));
+}
+
+void TeachingView::applyStats(const QuantErrorStats& stats)
+{
+    m_stats = stats;
+    m_readout->setText(readoutText());
+    Q_EMIT statsChanged();
+}
+
+QString TeachingView::readoutText() const
+{
+    if (!m_values || m_values->empty())
+        return tr("No tensor: choose a layer to see its weights quantized.");
+    if (!m_stats.valid)
+        return tr("The error could not be computed for %1.").arg(m_settings.format);
+    const QString format = isIntegerFormat(m_settings.format)
+                               ? QStringLiteral("int%1").arg(m_settings.bits)
+                               : m_settings.format;
+    const QString sqnr = std::isinf(m_stats.sqnrDb)
+                             ? tr("∞ (exact)")
+                             : tr("%1 dB").arg(m_stats.sqnrDb, 0, 'f', 2);
+    return tr("<b>%1</b>: SQNR %2 &nbsp;&nbsp; MSE %3 &nbsp;&nbsp; max |error| %4")
+        .arg(format, sqnr, QString::number(m_stats.mse, 'g', 3),
+             QString::number(m_stats.maxAbsError, 'g', 3));
+}
+
+} // namespace bitlens::widgets
