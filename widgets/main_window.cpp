@@ -1,5 +1,8 @@
 #include "main_window.h"
 
+#include "hardware_panel.h"
+#include "teaching_view.h"
+
 #include "job_progress_widget.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
@@ -115,13 +118,17 @@ MainWindow::MainWindow(QWidget* parent)
       m_modelInfo(new ModelInfoPanel), m_layerDetails(new LayerDetailsPanel),
       m_dataPanel(new DataSummaryPanel), m_modelJobs(new JobRunner(this)),
       m_dataJobs(new JobRunner(this)), m_quantJobs(new JobRunner(this)),
-      m_quantPanel(new QuantPanel), m_reportView(new ReportView),
+      m_quantPanel(new QuantPanel), m_reportView(new ReportView), m_teaching(new TeachingView),
+      m_hardware(new HardwarePanel),
       m_recentModels(QStringLiteral("recentModels")),
       m_recentData(QStringLiteral("recentData"))
 {
     setObjectName(QStringLiteral("mainWindow"));
     setAcceptDrops(true);
     resize(1280, 800);
+
+    m_reportView->tabs()->addTab(m_teaching, tr("Teach"));
+    m_reportView->tabs()->addTab(m_hardware, tr("Hardware"));
 
     m_proxy->setSourceModel(m_layerModel);
     m_proxy->setSortRole(LayerTableModel::SortRole);
@@ -793,6 +800,9 @@ void MainWindow::onCurrentLayerChanged()
     const auto row = static_cast<std::size_t>(source.row());
     const bool haveWeights = layer && m_model && row < m_model->layerWeights.size();
     m_layerDetails->showLayer(layer, haveWeights ? m_model->layerWeights[row] : kNoWeights);
+    if (layer && m_model && m_model->model && haveWeights && !m_model->layerWeights[row].empty())
+        m_teaching->setWeights(QString::fromStdString(layer->name),
+                               layerWeights(*m_model->model, layer->name));
     if (layer && !m_selecting) {
         m_selecting = true;
         m_reportView->selectLayer(QString::fromStdString(layer->name));

@@ -28,6 +28,8 @@ class QTableView;
 namespace bitlens::widgets {
 
 class DataSummaryPanel;
+class HardwarePanel;
+class TeachingView;
 class JobProgressWidget;
 class JobRunner;
 class LayerDetailsPanel;
@@ -189,6 +191,8 @@ private:
     JobRunner* m_quantJobs;
     QuantPanel* m_quantPanel;
     ReportView* m_reportView;
+    TeachingView* m_teaching;    ///< "Teach" tab: the selected layer's weights on a format grid
+    HardwarePanel* m_hardware;   ///< "Hardware" tab: native low-bit formats, measured rates
     QSplitter* m_mainSplitter = nullptr;
     QSplitter* m_leftSplitter = nullptr;
 
