@@ -188,6 +188,7 @@ void HistogramChart::rebuild()
     m_area = nullptr;
     m_gridLines.clear();
     m_clipLines.clear();
+    m_calibratorLines.clear();
     m_binCount = 0;
     m_gridLevels = 0;
     m_gridStride = 1;
@@ -296,6 +297,14 @@ void HistogramChart::build()
         xMin = std::min(xMin, clipLo);
         xMax = std::max(xMax, clipHi);
     }
+    const nlohmann::json* calibrators = nullptr;
+    if (m_mode == Mode::Activations && layer->contains("calibrators") &&
+        (*layer)["calibrators"].is_array())
+        calibrators = &(*layer)["calibrators"];
+    if (calibrators)
+        for (const auto& c : *calibrators)
+            if (const auto hi = rj::number(c, "hi"))
+                xMax = std::max(xMax, *hi);
     const double pad = (xMax - xMin) * 0.02 + 1e-12;
     setRoundTicks(axisX, xMin - pad, xMax + pad, 10);
     m_area->attachAxis(axisX);
@@ -379,6 +388,37 @@ void HistogramChart::build()
                                              m_clipWhy.toHtmlEscaped()));
                     });
             m_clipLines.push_back(line);
+        }
+    }
+
+    // The calibration overlay: where every calibrator would clip, and the SQNR each gives.
+    if (calibrators) {
+        int index = 0;
+        for (const auto& c : *calibrators) {
+            const auto hi = rj::number(c, "hi");
+            if (!hi)
+                continue;
+            const auto sqnr = rj::number(c, "sqnr_db");
+            const QString label = tr("%1 → %2")
+                                      .arg(rj::text(c, "method"),
+                                           sqnr ? tr("%1 dB").arg(*sqnr, 0, 'f', 1) : tr("exact"));
+            QPen pen(chartColor(4 + index++));
+            pen.setWidthF(1.6);
+            pen.setStyle(Qt::DotLine);
+            QLineSeries* line = addVerticalLine(*hi, base, yTop, pen, label);
+            const QString why = rj::text(c, "why");
+            const double x = *hi;
+            connect(line, &QLineSeries::hovered, this,
+                    [this, label, why, x](const QPointF&, bool state) {
+                        if (!state) {
+                            hideToolTip();
+                            return;
+                        }
+                        showToolTip(QStringLiteral("<b>%1</b>, clip at %2<br>%3")
+                                        .arg(label.toHtmlEscaped(), rj::numberLabel(x, 6),
+                                             why.toHtmlEscaped()));
+                    });
+            m_calibratorLines.push_back(line);
         }
     }
 }

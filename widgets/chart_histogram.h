@@ -72,6 +72,9 @@ public:
     QString gridLabel() const { return m_gridLabel; }
     /// Clip lines drawn in Activations mode (0 or 2).
     int clipLineCount() const { return static_cast<int>(m_clipLines.size()); }
+    /// Activations mode: one dotted line per calibrator of the report ("calibrators"), at the
+    /// upper clip point, labelled with the output SQNR that clip gives.
+    int calibratorLineCount() const { return static_cast<int>(m_calibratorLines.size()); }
     /// The clip lines' legend text ("minmax clip [0, 11.73]"), empty without act_clip.
     QString clipLabel() const { return m_clipLabel; }
 
@@ -101,6 +104,7 @@ private:
     QAreaSeries* m_area = nullptr;
     std::vector<QLineSeries*> m_gridLines;
     std::vector<QLineSeries*> m_clipLines;
+    std::vector<QLineSeries*> m_calibratorLines;
     int m_gridLevels = 0;
     int m_gridStride = 1;
     QString m_gridLabel;

@@ -170,6 +170,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 else
                     inputs.push_back(floatVals->at(in));
             }
+            const std::vector<at::Tensor> floatInputs = inputs;
             auto hook = quant::makeQuantHook(model, {node.name});
             hook->beforeNode(node, inputs);
             const at::Tensor local =
@@ -194,6 +195,31 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             row.weightMin = wShown.min().item<double>();
             row.weightMax = wShown.max().item<double>();
             row.actClip = lq.actClip;
+            // The calibration overlay: what each observer would clip this input to, and what
+            // that costs at the layer's output (smoothed layers see a different input: skipped).
+            const bool quantizedActs = lq.config.actMode == quant::ActMode::Static ||
+                                       lq.config.actMode == quant::ActMode::Dynamic;
+            if (!isFloat && quantizedActs && !lq.smooth.defined() &&
+                quant::traits(lq.config.actType).needsScale) {
+                for (const char* spec : {"minmax", "percentile:99.99", "entropy", "mse"}) {
+                    auto observer = (*quant::observerFactory(spec))();
+                    if (!observer->observe(floatInputs[0]))
+                        continue;
+                    const quant::ClipChoice clip =
+                        observer->choose(lq.config.actType, lq.config.actSymmetric);
+                    const quant::QParams qp = quant::chooseQParams(
+                        at::full({}, clip.lo, at::kFloat), at::full({}, clip.hi, at::kFloat),
+                        lq.config.actType, lq.config.actSymmetric,
+                        quant::Granularity::perTensor());
+                    std::vector<at::Tensor> in = floatInputs;
+                    in[0] = quant::fakeQuantize(floatInputs[0], qp);
+                    in[1] = lq.weightFq.to(options.device);
+                    const at::Tensor y =
+                        exec::runNode(node, in, exec::ExecOptions{options.device}).front();
+                    row.calibrators.push_back({spec, clip.lo, clip.hi,
+                                               compareTensors(ref, y).sqnrDb, clip.why});
+                }
+            }
             report.layers.push_back(std::move(row));
         }
 

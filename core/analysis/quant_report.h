@@ -46,6 +46,16 @@ struct LayerReport {
     double weightMin = 0.0;         ///< range of the float weights
     double weightMax = 0.0;
     std::optional<quant::ClipChoice> actClip;  ///< static activation range and why
+    /// Every calibrator on this layer's input (analysis batch): its clip range and the local
+    /// output SQNR it gives with this layer's weights. Layers with quantized activations only.
+    struct Calibrator {
+        std::string method;   ///< observer spec ("minmax", "percentile:99.99", "entropy", "mse")
+        double lo = 0.0;
+        double hi = 0.0;
+        double sqnrDb = 0.0;  ///< local output SQNR with this clip
+        std::string why;
+    };
+    std::vector<Calibrator> calibrators;
 };
 
 /// Throughput of float vs quantized, measured side by side in one process.

@@ -70,6 +70,16 @@ json reportToJson(const analysis::QuantReport& r)
             row["note"] = l.note;
         if (l.actClip)
             row["act_clip"] = clipJson(*l.actClip);
+        if (!l.calibrators.empty()) {
+            json cal = json::array();
+            for (const auto& c : l.calibrators)
+                cal.push_back({{"method", c.method},
+                               {"lo", c.lo},
+                               {"hi", c.hi},
+                               {"sqnr_db", number(c.sqnrDb)},
+                               {"why", c.why}});
+            row["calibrators"] = cal;
+        }
         layers.push_back(std::move(row));
     }
     json kernels = json::object();

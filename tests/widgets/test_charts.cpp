@@ -274,6 +274,31 @@ private Q_SLOTS:
         QCOMPARE(chart.clipLineCount(), 0);
     }
 
+    void histogramActivationsShowEveryCalibrator()
+    {
+        nlohmann::json report = m_report;
+        for (auto& layer : report["layers"])
+            if (layer["name"] == "fc1")
+                layer["calibrators"] = nlohmann::json::array(
+                    {{{"method", "minmax"}, {"lo", 0.0}, {"hi", 9.46}, {"sqnr_db", 54.9}},
+                     {{"method", "percentile:99.99"}, {"lo", 0.0}, {"hi", 7.4}, {"sqnr_db", 54.4}},
+                     {{"method", "entropy"}, {"lo", 0.0}, {"hi", 5.84}, {"sqnr_db", 48.2}},
+                     {{"method", "mse"}, {"lo", 0.0}, {"hi", 8.24}, {"sqnr_db", nullptr}}});
+        HistogramChart chart;
+        chart.setReport(report);
+        chart.setLayer("fc1");
+        chart.setMode(HistogramChart::Mode::Activations);
+        QCOMPARE(chart.calibratorLineCount(), 4);
+        QStringList names;
+        for (auto* series : chart.chart()->series())
+            names << series->name();
+        QVERIFY(names.contains("entropy → 48.2 dB"));
+        QVERIFY(names.contains("mse → exact"));
+        screenshot(chart, "histogram-calibrators");
+        chart.setMode(HistogramChart::Mode::Weights);
+        QCOMPARE(chart.calibratorLineCount(), 0);
+    }
+
     void histogramWithoutActivationsSaysSo()
     {
         nlohmann::json report = m_report;
