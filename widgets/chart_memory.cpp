@@ -60,7 +60,7 @@ void MemoryChart::build(const nlohmann::json& report)
         const auto total = rj::number(*size, "float");
         const auto quantized = rj::number(*size, "quantized");
         if (total && quantized && *total > 0)
-            title += tr("    Model: %1 -> %2 (%3)")
+            title += tr(" — model %1 -> %2 (%3)")
                          .arg(rj::bytesLabel(*total), rj::bytesLabel(*quantized))
                          .arg(*quantized / *total, 0, 'f', 3);
     }

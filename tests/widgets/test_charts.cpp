@@ -321,7 +321,7 @@ private Q_SLOTS:
         QCOMPARE(chart.barSeries()->barSets()[0]->count(), 4);
         QCOMPARE(chart.barSeries()->barSets()[0]->at(2), 1605632.0 / 1024.0);
         QVERIFY(anyContains(axisTitles(chart.chart()), "Bytes (KiB)"));
-        QVERIFY2(chart.chart()->title().contains("Model: 1.61 MiB -> 413.4 KiB (0.251)"),
+        QVERIFY2(chart.chart()->title().contains("model 1.61 MiB -> 413.4 KiB (0.251)"),
                  qPrintable(chart.chart()->title()));
         Q_EMIT chart.barSeries()->barSets()[1]->hovered(true, 2);
         QVERIFY(chart.lastToolTip().contains("401920 bytes"));
