@@ -1,5 +1,7 @@
 #include "report_view.h"
 
+#include "chart_latency.h"
+
 #include "chart_histogram.h"
 #include "chart_memory.h"
 #include "chart_pareto.h"
@@ -133,7 +135,12 @@ ReportView::ReportView(QWidget* parent)
     m_tabs->addTab(m_memory, tr("Memory"));
     m_throughput = new ThroughputChart;
     m_throughput->setObjectName(QStringLiteral("throughputChart"));
-    m_tabs->addTab(m_throughput, tr("Throughput"));
+    m_latency = new LayerLatencyChart;
+    m_latency->setObjectName(QStringLiteral("latencyChart"));
+    auto* speed = new QSplitter(Qt::Horizontal);
+    speed->addWidget(m_throughput);
+    speed->addWidget(m_latency);
+    m_tabs->addTab(speed, tr("Throughput"));
     m_tabs->addTab(createCompareTab(), tr("Compare"));
     m_tabs->addTab(createSensitivityTab(), tr("Sensitivity"));
     m_tabs->addTab(createHistoryTab(), tr("History"));
@@ -344,6 +351,7 @@ void ReportView::setReport(const nlohmann::json& report)
     m_histogram->setReport(report);
     m_memory->setReport(report);
     m_throughput->setReport(report);
+    m_latency->setReport(report);
     bool found = false;
     if (report.is_object() && report.contains("layers"))
         for (const nlohmann::json& layer : report["layers"])

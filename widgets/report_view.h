@@ -29,6 +29,7 @@ class ParetoChart;
 class SensitivityChart;
 class SideBySideView;
 class SqnrChart;
+class LayerLatencyChart;
 class ThroughputChart;
 
 /// "static-int8: top-1 on 2,000 samples 0.9183 -> 0.9177 (-0.06 points), size 1.61 MiB -> 413 KiB
@@ -81,6 +82,7 @@ public:
     HistogramChart* histogramChart() const { return m_histogram; }
     MemoryChart* memoryChart() const { return m_memory; }
     ThroughputChart* throughputChart() const { return m_throughput; }
+    LayerLatencyChart* latencyChart() const { return m_latency; }
     SensitivityChart* sensitivityChart() const { return m_sensitivityChart; }
     ComparisonTableModel* comparisonModel() const { return m_compareModel; }
     ParetoChart* paretoChart() const { return m_pareto; }
@@ -120,6 +122,7 @@ private:
     HistogramChart* m_histogram = nullptr;
     MemoryChart* m_memory = nullptr;
     ThroughputChart* m_throughput = nullptr;
+    LayerLatencyChart* m_latency = nullptr;
     ParetoChart* m_pareto = nullptr;
     QTableView* m_compareTable = nullptr;
     SensitivityChart* m_sensitivityChart = nullptr;

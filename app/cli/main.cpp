@@ -748,11 +748,15 @@ int cmdBench(const Args& args)
     json kernels = json::object();
     for (const auto& [layer, kernel] : t->kernels)
         kernels[layer] = kernel;
+    json layerMs = json::object();
+    for (const auto& [layer, ms] : t->layerMs)
+        layerMs[layer] = {{"float", ms.first}, {"quantized", ms.second}};
     const json j = {{"device", t->device},
                     {"batch", t->batch},
                     {"float_samples_per_s", t->floatSamplesPerS},
                     {"quantized_samples_per_s", t->quantizedSamplesPerS},
-                    {"kernels", kernels}};
+                    {"kernels", kernels},
+                    {"layers_ms", layerMs}};
     if (args.has("--json")) {
         std::cout << j.dump(2) << "\n";
         return 0;
@@ -762,8 +766,15 @@ int cmdBench(const Args& args)
     std::printf("float      %10.0f samples/s\nquantized  %10.0f samples/s  (%.2fx float)\n",
                 t->floatSamplesPerS, t->quantizedSamplesPerS,
                 t->quantizedSamplesPerS / t->floatSamplesPerS);
-    for (const auto& [layer, kernel] : t->kernels)
-        std::printf("  %-20s %s\n", layer.c_str(), kernel.c_str());
+    std::printf("\n%-20s %10s %12s  %s\n", "layer", "float ms", "quantized ms", "kernel");
+    for (const auto& [layer, kernel] : t->kernels) {
+        const auto ms = t->layerMs.find(layer);
+        if (ms == t->layerMs.end())
+            std::printf("%-20s %10s %12s  %s\n", layer.c_str(), "", "", kernel.c_str());
+        else
+            std::printf("%-20s %10.3f %12.3f  %s\n", layer.c_str(), ms->second.first,
+                        ms->second.second, kernel.c_str());
+    }
     return 0;
 }
 

@@ -41,6 +41,33 @@ std::string deviceName(const c10::Device& device)
     return exec::deviceDescription(device.is_cuda() ? "cuda" : "cpu");
 }
 
+/// Times every node between its first beforeNode and its afterNode (attach it first).
+class LayerTimer : public exec::NodeHook {
+public:
+    void beforeNode(const ir::Node& node, std::vector<at::Tensor>&) override
+    {
+        m_start[node.name] = Clock::now();
+    }
+    void afterNode(const ir::Node& node, std::vector<at::Tensor>&) override
+    {
+        m_ms[node.name].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - m_start[node.name]).count());
+    }
+    double medianMs(const std::string& node) const
+    {
+        auto it = m_ms.find(node);
+        if (it == m_ms.end() || it->second.empty())
+            return 0.0;
+        std::vector<double> v = it->second;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    }
+
+private:
+    std::map<std::string, Clock::time_point> m_start;
+    std::map<std::string, std::vector<double>> m_ms;
+};
+
 } // namespace
 
 Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const at::Tensor& input,
@@ -73,6 +100,23 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         t.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
         t.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
         t.kernels = realHook->kernelsRun();
+
+        // Per layer, on fresh executors so the timer runs before any other hook.
+        if (!options.device.is_cuda()) {
+            auto floatTimer = std::make_shared<LayerTimer>();
+            auto quantTimer = std::make_shared<LayerTimer>();
+            exec::Executor floatTimed(model.graph, exec::ExecOptions{options.device});
+            floatTimed.addHook(floatTimer);
+            exec::Executor quantTimed(model.graph, exec::ExecOptions{options.device});
+            quantTimed.addHook(quantTimer);
+            quantTimed.addHook(quant::makeRealKernelHook(model, options.device));
+            for (int i = 0; i < 5; ++i) {
+                (void)floatTimed.run({x});
+                (void)quantTimed.run({x});
+            }
+            for (const auto& [name, lq] : model.layers)
+                t.layerMs[name] = {floatTimer->medianMs(name), quantTimer->medianMs(name)};
+        }
         return t;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("throughput measurement failed: ") +

@@ -65,6 +65,10 @@ struct Throughput {
     double floatSamplesPerS = 0.0;
     double quantizedSamplesPerS = 0.0;
     std::map<std::string, std::string> kernels;  ///< layer -> kernel that ran
+    /// Per quantizable layer: median milliseconds per batch in the float model and in the
+    /// quantized one (input quantization included). CPU only: empty on CUDA, where per-node
+    /// host timing would need a device synchronisation per node.
+    std::map<std::string, std::pair<double, double>> layerMs;
 };
 
 /// Everything `quantize` reports.

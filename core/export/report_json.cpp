@@ -85,6 +85,9 @@ json reportToJson(const analysis::QuantReport& r)
     json kernels = json::object();
     for (const auto& [layer, kernel] : r.throughput.kernels)
         kernels[layer] = kernel;
+    json layerMs = json::object();
+    for (const auto& [layer, ms] : r.throughput.layerMs)
+        layerMs[layer] = {{"float", ms.first}, {"quantized", ms.second}};
     const std::string metricName = r.metricFloat     ? r.metricFloat->name
                                    : r.metricQuantized ? r.metricQuantized->name
                                                        : "top1";
@@ -103,7 +106,8 @@ json reportToJson(const analysis::QuantReport& r)
               {"batch", r.throughput.batch},
               {"float_samples_per_s", r.throughput.floatSamplesPerS},
               {"quantized_samples_per_s", r.throughput.quantizedSamplesPerS},
-              {"kernels", kernels}}},
+              {"kernels", kernels},
+              {"layers_ms", layerMs}}},
             {"folded_batchnorms", r.foldedBatchNorms},
             {"calib_samples", r.calibSamples},
             {"analysis_samples", r.analysisSamples},

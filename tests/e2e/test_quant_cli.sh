@@ -57,8 +57,9 @@ assert all(r[i]['drop']>=r[i+1]['drop'] for i in range(3))"
 
 # bench --json gives the report's "throughput" object
 check bench 0 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json
-expect bench-keys report "$tmp/out" "assert set(d)=={'device','batch','float_samples_per_s','quantized_samples_per_s','kernels'}, d
-assert d['batch']==32 and d['float_samples_per_s']>0 and len(d['kernels'])==4"
+expect bench-keys report "$tmp/out" "assert set(d)=={'device','batch','float_samples_per_s','quantized_samples_per_s','kernels','layers_ms'}, d
+assert d['batch']==32 and d['float_samples_per_s']>0 and len(d['kernels'])==4
+assert set(d['layers_ms'])==set(d['kernels']) and all(v['float']>0 and v['quantized']>0 for v in d['layers_ms'].values())"
 check bench-bad-batch 2 "$cli" bench fashion-cnn --scheme static-int8 --batch 0
 
 # bad input

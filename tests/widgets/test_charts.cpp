@@ -4,6 +4,7 @@
 #include "chart_base.h"
 #include "chart_export.h"
 #include "chart_histogram.h"
+#include "chart_latency.h"
 #include "chart_memory.h"
 #include "chart_pareto.h"
 #include "chart_sensitivity.h"
@@ -297,6 +298,24 @@ private Q_SLOTS:
         screenshot(chart, "histogram-calibrators");
         chart.setMode(HistogramChart::Mode::Weights);
         QCOMPARE(chart.calibratorLineCount(), 0);
+    }
+
+    void latencyChartShowsFloatAndQuantizedPerLayer()
+    {
+        LayerLatencyChart empty;
+        empty.setReport(m_report);  // a report without layers_ms (or from a CUDA run)
+        QVERIFY(!empty.hasData());
+        nlohmann::json report = m_report;
+        report["throughput"]["layers_ms"] = {{"fc1", {{"float", 0.39}, {"quantized", 0.72}}},
+                                             {"block1.conv", {{"float", 0.65}, {"quantized", 1.0}}}};
+        LayerLatencyChart chart;
+        chart.setReport(report);
+        QVERIFY(chart.hasData());
+        QCOMPARE(chart.layerNames(), (QStringList{"block1.conv", "fc1"}));  // graph order
+        QCOMPARE(chart.barSeries()->count(), 2);
+        QCOMPARE(chart.barSeries()->barSets()[1]->at(1), 0.72);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "Milliseconds per batch"));
+        screenshot(chart, "latency");
     }
 
     void histogramWithoutActivationsSaysSo()

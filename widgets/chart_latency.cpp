@@ -1,0 +1,114 @@
+#include "chart_latency.h"
+
+#include "chart_json.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QValueAxis>
+
+#include <algorithm>
+
+namespace bitlens::widgets {
+
+namespace rj = reportjson;
+
+LayerLatencyChart::LayerLatencyChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Latency per layer"));
+}
+
+void LayerLatencyChart::setReport(const nlohmann::json& report)
+{
+    try {
+        build(report);
+    } catch (const std::exception& error) {
+        m_series = nullptr;
+        showMessage(tr("No data: malformed report (%1)").arg(QString::fromUtf8(error.what())));
+    }
+}
+
+void LayerLatencyChart::build(const nlohmann::json& report)
+{
+    m_names.clear();
+    m_kernels.clear();
+    m_float.clear();
+    m_quantized.clear();
+    m_series = nullptr;
+    setChartTitle(tr("Latency per layer"));
+    const nlohmann::json* throughput = rj::object(report, "throughput");
+    const nlohmann::json* times = throughput ? rj::object(*throughput, "layers_ms") : nullptr;
+    const nlohmann::json* kernels = throughput ? rj::object(*throughput, "kernels") : nullptr;
+    const nlohmann::json* layers = rj::array(report, "layers");
+    if (times && layers) {
+        for (const nlohmann::json& layer : *layers) {  // graph order, not the map's order
+            const QString name = rj::text(layer, "name");
+            const nlohmann::json* t = rj::object(*times, name.toStdString());
+            const auto f = t ? rj::number(*t, "float") : std::nullopt;
+            const auto q = t ? rj::number(*t, "quantized") : std::nullopt;
+            if (!f || !q)
+                continue;
+            m_names << name;
+            m_float.push_back(*f);
+            m_quantized.push_back(*q);
+            m_kernels << (kernels ? rj::text(*kernels, name.toStdString()) : QString());
+        }
+    }
+    if (m_names.isEmpty()) {
+        showMessage(tr("No data: the report has no per-layer times (measured on CPU only)"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    QString device;
+    if (throughput)
+        device = rj::text(*throughput, "device");
+    // Short: the chart shares the Throughput tab with the whole-model chart.
+    setChartTitle(tr("Latency per layer — %1").arg(rj::schemeName(report)));
+    chart()->setToolTip(tr("Median of 5 batches on %1").arg(device));
+
+    auto* floatSet = new QBarSet(tr("Float32"));
+    auto* quantizedSet = new QBarSet(tr("Quantized (kernel in tooltip)"));
+    floatSet->setColor(chartColor(6));
+    quantizedSet->setColor(chartColor(2));
+    for (std::size_t i = 0; i < m_float.size(); ++i) {
+        *floatSet << m_float[i];
+        *quantizedSet << m_quantized[i];
+    }
+    m_series = new QBarSeries;
+    m_series->append(floatSet);
+    m_series->append(quantizedSet);
+    m_series->setBarWidth(0.7);
+    chart()->addSeries(m_series);
+
+    auto* axisX = new QBarCategoryAxis;
+    axisX->append(m_names);
+    styleAxis(axisX, tr("Layer (graph order)"));
+    chart()->addAxis(axisX, Qt::AlignBottom);
+    m_series->attachAxis(axisX);
+    const double largest = std::max(*std::max_element(m_float.begin(), m_float.end()),
+                                    *std::max_element(m_quantized.begin(), m_quantized.end()));
+    QValueAxis* axisY = addValueAxis(tr("Milliseconds per batch"), Qt::AlignLeft);
+    setRoundTicks(axisY, 0.0, std::max(largest, 1e-6) * 1.1, 6);
+    m_series->attachAxis(axisY);
+    for (QBarSet* set : {floatSet, quantizedSet})
+        connect(set, &QBarSet::hovered, this, &LayerLatencyChart::onHovered);
+}
+
+void LayerLatencyChart::onHovered(bool status, int index)
+{
+    if (!status || index < 0 || index >= m_names.size()) {
+        hideToolTip();
+        return;
+    }
+    const auto i = static_cast<std::size_t>(index);
+    showToolTip(tr("<b>%1</b><br>float %2 ms<br>quantized %3 ms (speed %4x float)<br>%5")
+                    .arg(m_names[index].toHtmlEscaped())
+                    .arg(m_float[i], 0, 'f', 3)
+                    .arg(m_quantized[i], 0, 'f', 3)
+                    .arg(m_quantized[i] > 0 ? m_float[i] / m_quantized[i] : 0.0, 0, 'f', 2)
+                    .arg(m_kernels[index].toHtmlEscaped()));
+}
+
+} // namespace bitlens::widgets
