@@ -225,9 +225,27 @@ void ParetoChart::layoutOverlays()
     std::vector<Run> all = m_shown;
     if (m_float && m_floatRun)
         all.push_back(*m_floatRun);
-    for (std::size_t i = 0; i < m_labels.size() && i < all.size(); ++i) {
+    // Runs drawn on (nearly) the same spot share one label, "fp16 / bf16", instead of two
+    // labels stacked on each other. Texts are rebuilt on every layout (resizes call this again).
+    const std::size_t count = std::min(m_labels.size(), all.size());
+    std::vector<QPointF> spots(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        spots[i] = chart()->mapToPosition(QPointF(cost(all[i]), all[i].metric), m_runs);
+        m_labels[i]->setText(all[i].label);
+        m_labels[i]->setVisible(true);
+        for (std::size_t j = 0; j < i; ++j) {
+            if (m_labels[j]->isVisible() && (spots[j] - spots[i]).manhattanLength() < 8.0) {
+                m_labels[j]->setText(m_labels[j]->text() + QStringLiteral(" / ") + all[i].label);
+                m_labels[i]->setVisible(false);
+                break;
+            }
+        }
+    }
+    for (std::size_t i = 0; i < count; ++i) {
         QGraphicsSimpleTextItem* item = m_labels[i];
-        const QPointF p = chart()->mapToPosition(QPointF(cost(all[i]), all[i].metric), m_runs);
+        if (!item->isVisible())
+            continue;
+        const QPointF p = spots[i];
         const QRectF box = item->boundingRect();
         const std::vector<QPointF> candidates = {
             {p.x() + 9, p.y() - box.height() / 2},
