@@ -554,25 +554,26 @@ void printReport(const analysis::QuantReport& r)
         std::printf("  %-14s %s\n", l.name.c_str(), l.kernel.c_str());
 }
 
-std::int64_t calibSamplesOf(const std::string& spec)
+/// The front of every single-scheme command: one MODEL and a parseable --scheme.
+Result<quant::Scheme> requireScheme(const Args& args, const std::string& usage)
 {
-    auto scheme = quant::parseScheme(spec);
-    return scheme ? scheme->calibSamples : 1000;
+    if (args.positional.size() != 1 || !args.has("--scheme"))
+        return Error::usage("usage: bitlens-cli " + usage);
+    return quant::parseScheme(args.get("--scheme"));
 }
 
 int cmdQuantize(const Args& args)
 {
-    if (args.positional.size() != 1 || !args.has("--scheme"))
-        return fail(Error::usage("usage: bitlens-cli quantize MODEL --scheme SCHEME [--calib DATA] "
-                                 "[--eval DATA] [--report FILE.json]"));
+    auto scheme = requireScheme(args, "quantize MODEL --scheme SCHEME [--calib DATA] "
+                                      "[--eval DATA] [--report FILE.json]");
+    if (!scheme)
+        return fail(scheme.error());
     if (args.has("--out"))
         return fail(Error::unsupported(args.get("--out"),
                                        "writing quantized models arrives with export (issue #6); "
                                        "use --report for the analysis"));
     const std::string spec = args.get("--scheme");
-    if (auto s = quant::parseScheme(spec); !s)
-        return fail(s.error());
-    auto in = loadQuantInputs(args, false, calibSamplesOf(spec));
+    auto in = loadQuantInputs(args, false, scheme->calibSamples);
     if (!in)
         return fail(in.error());
     auto report = runScheme(*in, spec, std::nullopt, args.has("--quiet"));
@@ -645,13 +646,11 @@ int cmdCompare(const Args& args)
 
 int cmdSensitivity(const Args& args)
 {
-    if (args.positional.size() != 1 || !args.has("--scheme"))
-        return fail(Error::usage("usage: bitlens-cli sensitivity MODEL --scheme SCHEME "
-                                 "[--calib DATA] [--eval DATA] [--report FILE.json]"));
-    const std::string spec = args.get("--scheme");
-    auto scheme = quant::parseScheme(spec);
+    auto scheme = requireScheme(args, "sensitivity MODEL --scheme SCHEME [--calib DATA] "
+                                      "[--eval DATA] [--report FILE.json]");
     if (!scheme)
         return fail(scheme.error());
+    const std::string spec = args.get("--scheme");
     auto in = loadQuantInputs(args, true, scheme->calibSamples);
     if (!in)
         return fail(in.error());
@@ -687,13 +686,11 @@ int cmdSensitivity(const Args& args)
 
 int cmdBench(const Args& args)
 {
-    if (args.positional.size() != 1 || !args.has("--scheme"))
-        return fail(Error::usage("usage: bitlens-cli bench MODEL --scheme SCHEME [--calib DATA] "
-                                 "[--batch N] [--device cpu|cuda] [--json]"));
-    const std::string spec = args.get("--scheme");
-    auto scheme = quant::parseScheme(spec);
+    auto scheme = requireScheme(args, "bench MODEL --scheme SCHEME [--calib DATA] [--batch N] "
+                                      "[--device cpu|cuda] [--json]");
     if (!scheme)
         return fail(scheme.error());
+    const std::string spec = args.get("--scheme");
     std::int64_t batch = 64;
     if (args.has("--batch")) {
         try {

@@ -109,7 +109,7 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
             floatTimed.addHook(floatTimer);
             exec::Executor quantTimed(model.graph, exec::ExecOptions{options.device});
             quantTimed.addHook(quantTimer);
-            quantTimed.addHook(quant::makeRealKernelHook(model, options.device));
+            quantTimed.addHook(realHook);  // weights are packed once, by the hook above
             for (int i = 0; i < 5; ++i) {
                 (void)floatTimed.run({x});
                 (void)quantTimed.run({x});
