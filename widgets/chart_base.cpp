@@ -3,6 +3,9 @@
 #include "chart_export.h"
 
 #include <QAbstractAxis>
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
 #include <QCategoryAxis>
 #include <QChart>
 #include <QContextMenuEvent>
@@ -144,6 +147,26 @@ QValueAxis* ChartBase::addValueAxis(const QString& title, Qt::Alignment alignmen
     styleAxis(axis, title);
     chart()->addAxis(axis, alignment);
     return axis;
+}
+
+QBarSeries* ChartBase::addLayerBars(const QStringList& layers, const std::vector<QBarSet*>& sets,
+                                    const QString& valueTitle, QValueAxis** valueAxis)
+{
+    auto* series = new QBarSeries;
+    for (QBarSet* set : sets)
+        series->append(set);
+    series->setBarWidth(0.7);
+    chart()->addSeries(series);
+    auto* axisX = new QBarCategoryAxis;
+    axisX->append(layers);
+    styleAxis(axisX, tr("Layer (graph order)"));
+    chart()->addAxis(axisX, Qt::AlignBottom);
+    series->attachAxis(axisX);
+    QValueAxis* axisY = addValueAxis(valueTitle, Qt::AlignLeft);
+    series->attachAxis(axisY);
+    if (valueAxis)
+        *valueAxis = axisY;
+    return series;
 }
 
 QGraphicsSimpleTextItem* ChartBase::addOverlayText(const QString& text)

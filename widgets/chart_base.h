@@ -11,6 +11,8 @@
 QT_BEGIN_NAMESPACE
 class QAbstractAxis;
 class QAbstractSeries;
+class QBarSeries;
+class QBarSet;
 class QGraphicsItem;
 class QGraphicsSimpleTextItem;
 class QValueAxis;
@@ -52,6 +54,11 @@ protected:
     /// A value axis with the house fonts and `title` (which names the unit), attached to the
     /// chart at `alignment`.
     QValueAxis* addValueAxis(const QString& title, Qt::Alignment alignment);
+    /// Grouped bars, one category per layer (graph order) on a "Layer (graph order)" axis, and
+    /// a value axis titled `valueTitle` (with its unit) returned through `valueAxis`; the sets
+    /// become the series' bar sets in order. Returns the series, owned by the chart.
+    QBarSeries* addLayerBars(const QStringList& layers, const std::vector<QBarSet*>& sets,
+                             const QString& valueTitle, QValueAxis** valueAxis);
     /// Applies the house fonts to `axis` and sets its title.
     void styleAxis(QAbstractAxis* axis, const QString& title) const;
     /// A text item drawn over the chart (so it is exported too); removed by clearChart().

@@ -2,7 +2,6 @@
 
 #include "chart_json.h"
 
-#include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
@@ -76,22 +75,12 @@ void LayerLatencyChart::build(const nlohmann::json& report)
         *floatSet << m_float[i];
         *quantizedSet << m_quantized[i];
     }
-    m_series = new QBarSeries;
-    m_series->append(floatSet);
-    m_series->append(quantizedSet);
-    m_series->setBarWidth(0.7);
-    chart()->addSeries(m_series);
-
-    auto* axisX = new QBarCategoryAxis;
-    axisX->append(m_names);
-    styleAxis(axisX, tr("Layer (graph order)"));
-    chart()->addAxis(axisX, Qt::AlignBottom);
-    m_series->attachAxis(axisX);
+    QValueAxis* axisY = nullptr;
+    m_series = addLayerBars(m_names, {floatSet, quantizedSet}, tr("Milliseconds per batch"),
+                            &axisY);
     const double largest = std::max(*std::max_element(m_float.begin(), m_float.end()),
                                     *std::max_element(m_quantized.begin(), m_quantized.end()));
-    QValueAxis* axisY = addValueAxis(tr("Milliseconds per batch"), Qt::AlignLeft);
     setRoundTicks(axisY, 0.0, std::max(largest, 1e-6) * 1.1, 6);
-    m_series->attachAxis(axisY);
     for (QBarSet* set : {floatSet, quantizedSet})
         connect(set, &QBarSet::hovered, this, &LayerLatencyChart::onHovered);
 }

@@ -2,7 +2,6 @@
 
 #include "chart_json.h"
 
-#include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
@@ -82,10 +81,10 @@ void MemoryChart::build(const nlohmann::json& report)
         *floatSet << m_float[i] / divisor;
         *quantizedSet << m_quantized[i] / divisor;
     }
-    m_series = new QBarSeries;
-    m_series->append(floatSet);
-    m_series->append(quantizedSet);
-    m_series->setBarWidth(0.7);
+    QValueAxis* axisY = nullptr;
+    m_series = addLayerBars(m_names, {floatSet, quantizedSet}, tr("Bytes (%1)").arg(m_unit),
+                            &axisY);
+    setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
     // Value labels help while they fit; with many layers the tooltips carry the numbers.
     if (m_names.size() <= 12) {
         m_series->setLabelsVisible(true);
@@ -93,16 +92,6 @@ void MemoryChart::build(const nlohmann::json& report)
         m_series->setLabelsPrecision(4);
         m_series->setLabelsFormat(QStringLiteral("@value"));
     }
-    chart()->addSeries(m_series);
-
-    auto* axisX = new QBarCategoryAxis;
-    axisX->append(m_names);
-    styleAxis(axisX, tr("Layer (graph order)"));
-    chart()->addAxis(axisX, Qt::AlignBottom);
-    m_series->attachAxis(axisX);
-    QValueAxis* axisY = addValueAxis(tr("Bytes (%1)").arg(m_unit), Qt::AlignLeft);
-    setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
-    m_series->attachAxis(axisY);
 
     for (QBarSet* set : {floatSet, quantizedSet})
         connect(set, &QBarSet::hovered, this, &MemoryChart::onHovered);

@@ -2,7 +2,6 @@
 
 #include "chart_json.h"
 
-#include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
@@ -119,21 +118,11 @@ void SqnrChart::build(const nlohmann::json& report)
         *local << m_local[i].value_or(top);
         *accumulated << m_accumulated[i].value_or(top);
     }
-    m_series = new QBarSeries;
-    m_series->append(local);
-    m_series->append(accumulated);
-    m_series->setBarWidth(0.7);
-    chart()->addSeries(m_series);
-
-    auto* axisX = new QBarCategoryAxis;
-    axisX->append(m_names);
-    styleAxis(axisX, tr("Layer (graph order)"));
-    chart()->addAxis(axisX, Qt::AlignBottom);
-    m_series->attachAxis(axisX);
-    QValueAxis* axisY = addValueAxis(tr("SQNR (dB)"), Qt::AlignLeft);
+    QValueAxis* axisY = nullptr;
+    m_series = addLayerBars(m_names, {local, accumulated}, tr("SQNR (dB)"), &axisY);
     const double bottom = std::floor(minFinite / 10.0) * 10.0;
     setRoundTicks(axisY, bottom, top, static_cast<int>((top - bottom) / 10.0));
-    m_series->attachAxis(axisY);
+    QAbstractAxis* axisX = chart()->axes(Qt::Horizontal, m_series).value(0);
 
     for (std::size_t r = 0; r < kReferenceDb.size(); ++r) {
         auto* line = new QLineSeries;
