@@ -30,10 +30,13 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+#include "cli.h"
 
-using namespace bitlens;
+namespace bitlens::cli {
+
 using nlohmann::json;
+
+namespace {
 
 constexpr const char* kUsage = R"(usage: bitlens-cli COMMAND [ARGS]
 
@@ -66,24 +69,15 @@ DATA is a folder of IDX files, an IDX images file, an image folder, a .npy or a 
 exit codes: 0 ok, 2 usage, 3 bad input, 4 unsupported model or op, 5 runtime failure
 )";
 
-/// Parsed command line: positional words and --flags (with or without a value).
-struct Args {
-    std::vector<std::string> positional;
-    std::map<std::string, std::string> flags;
-
-    bool has(const std::string& flag) const { return flags.count(flag) != 0; }
-    std::string get(const std::string& flag, const std::string& fallback = {}) const
-    {
-        auto it = flags.find(flag);
-        return it == flags.end() ? fallback : it->second;
-    }
-};
+} // namespace
 
 const std::map<std::string, bool> kFlagTakesValue = {
     {"--json", false}, {"--data", true},   {"--limit", true}, {"--device", true},
     {"--input", true}, {"--out", true},    {"--batch", true}, {"--quiet", false},
     {"--scheme", true}, {"--schemes", true}, {"--calib", true}, {"--eval", true},
-    {"--report", true},
+    {"--report", true}, {"--format", true}, {"--verify", false}, {"--text", true},
+    {"--epochs", true}, {"--lr", true},    {"--steps", true}, {"--seq-len", true},
+    {"--tokens", true}, {"--project", true},
 };
 
 Result<Args> parseArgs(int argc, char** argv, int first)
@@ -136,13 +130,6 @@ Progress stderrProgress(bool quiet)
         std::fprintf(stderr, "[%3d%%] %s\n", static_cast<int>(fraction * 100.0), stage.c_str());
     });
 }
-
-/// A model argument resolved: the file, and the data its zoo entry brings (if any).
-struct ModelArg {
-    std::string path;
-    std::string calibData;
-    std::string evalData;
-};
 
 Result<ModelArg> resolveModel(const std::string& arg, bool quiet)
 {
@@ -412,16 +399,6 @@ std::vector<std::string> splitSchemes(const std::string& text)
     }
     return specs;
 }
-
-/// Everything a quantization command needs, loaded and checked.
-struct QuantInputs {
-    ModelArg modelArg;
-    std::shared_ptr<Model> model;
-    c10::Device device = c10::Device(c10::kCPU);
-    std::optional<io::Dataset> calib;
-    std::optional<io::Dataset> eval;
-    std::string evalPath;
-};
 
 Result<QuantInputs> loadQuantInputs(const Args& args, bool needEval, std::int64_t calibSamples)
 {
@@ -813,12 +790,12 @@ int dispatch(int argc, char** argv)
     return 2;
 }
 
-} // namespace
+} // namespace bitlens::cli
 
 int main(int argc, char** argv)
 {
     try {
-        return dispatch(argc, argv);
+        return bitlens::cli::dispatch(argc, argv);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: internal failure: %s\n", e.what());
         return 5;
