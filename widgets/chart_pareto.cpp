@@ -9,6 +9,7 @@
 #include <QValueAxis>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 
@@ -241,21 +242,48 @@ void ParetoChart::layoutOverlays()
             }
         }
     }
-    for (std::size_t i = 0; i < count; ++i) {
+    // Labels of the Pareto front (and float32) are placed first and search furthest; a label
+    // that finds no free place is hidden rather than drawn over another (its name is in the
+    // tooltip and the comparison table). With a dozen runs on a small model, many sit
+    // close together below the front.
+    QList<QPointF> front;
+    if (m_front)
+        front = m_front->points();
+    const auto onFront = [&](std::size_t i) {
+        if (m_float && m_floatRun && i + 1 == all.size())
+            return true;
+        return std::any_of(front.begin(), front.end(), [&](const QPointF& f) {
+            return std::abs(f.x() - cost(all[i])) < 1e-12 && std::abs(f.y() - all[i].metric) < 1e-12;
+        });
+    };
+    std::vector<std::size_t> order;
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t i = 0; i < count; ++i)
+            if (onFront(i) == (pass == 0))
+                order.push_back(i);
+    m_hiddenLabels = 0;
+    for (const std::size_t i : order) {
         QGraphicsSimpleTextItem* item = m_labels[i];
         if (!item->isVisible())
             continue;
         const QPointF p = spots[i];
         const QRectF box = item->boundingRect();
-        const std::vector<QPointF> candidates = {
-            {p.x() + 9, p.y() - box.height() / 2},
-            {p.x() - box.width() / 2, p.y() + 8},
-            {p.x() - box.width() / 2, p.y() - box.height() - 8},
-            {p.x() - box.width() - 9, p.y() - box.height() / 2},
-            {p.x() + 9, p.y() + box.height()},
-            {p.x() + 9, p.y() - 2 * box.height()},
+        const double w = box.width();
+        const double h = box.height();
+        std::vector<QPointF> candidates = {
+            {p.x() + 9, p.y() - h / 2},
+            {p.x() - w / 2, p.y() + 8},
+            {p.x() - w / 2, p.y() - h - 8},
+            {p.x() - w - 9, p.y() - h / 2},
         };
-        QPointF chosen = candidates.front();
+        // Then stacked rows right and left of the point, nearest first; front labels search
+        // further before giving up.
+        const int rows = onFront(i) ? 6 : 2;
+        for (int k = 1; k <= rows; ++k)
+            for (const double dy : {k * h, -k * h})
+                for (const double x : {p.x() + 9, p.x() - w - 9})
+                    candidates.emplace_back(x, p.y() - h / 2 + dy);
+        std::optional<QPointF> chosen;
         for (const QPointF& c : candidates) {
             const QRectF rect(c, box.size());
             const bool free = std::none_of(placed.begin(), placed.end(), [&](const QRectF& r) {
@@ -266,9 +294,25 @@ void ParetoChart::layoutOverlays()
                 break;
             }
         }
-        item->setPos(chosen);
-        placed.emplace_back(chosen, box.size());
+        if (!chosen) {
+            item->setVisible(false);
+            ++m_hiddenLabels;
+            continue;
+        }
+        item->setPos(*chosen);
+        placed.emplace_back(item->pos(), box.size());
     }
+}
+
+int ParetoChart::hiddenLabelCount() const { return m_hiddenLabels; }
+
+std::vector<QRectF> ParetoChart::visibleLabelRects() const
+{
+    std::vector<QRectF> rects;
+    for (const QGraphicsSimpleTextItem* item : m_labels)
+        if (item->isVisible())
+            rects.emplace_back(item->pos(), item->boundingRect().size());
+    return rects;
 }
 
 void ParetoChart::onPointClicked(const QPointF& point)

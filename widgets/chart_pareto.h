@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <QPointF>
+#include <QRectF>
 #include <QStringList>
 
 #include <optional>
@@ -39,6 +40,10 @@ public:
     Axis costAxis() const { return m_axis; }
     /// Point labels of the runs shown (scheme.preset or spec), in run order.
     QStringList runLabels() const;
+    /// Labels of runs off the Pareto front hidden because they found no free place (tests).
+    int hiddenLabelCount() const;
+    /// Scene rectangles of the run labels drawn (tests: none may overlap another).
+    std::vector<QRectF> visibleLabelRects() const;
     /// The runs' scatter series; nullptr without data.
     QScatterSeries* runSeries() const { return m_runs; }
     /// The float model's marker; nullptr without a float metric.
@@ -79,6 +84,7 @@ private:
     QScatterSeries* m_float = nullptr;
     QLineSeries* m_front = nullptr;
     std::vector<QGraphicsSimpleTextItem*> m_labels;
+    int m_hiddenLabels = 0;
 };
 
 } // namespace bitlens::widgets

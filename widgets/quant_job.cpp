@@ -29,6 +29,10 @@ struct QuantSession::State {
     std::optional<Loaded> calib;
     std::optional<Loaded> eval;
     std::optional<analysis::MetricValue> floatMetric;  ///< for `eval`
+    /// The last single-scheme run as prepared, and the calibration tensor it used: a re-run
+    /// on the same data takes every layer whose configuration is unchanged from it.
+    std::optional<quant::QuantizedModel> lastPrepared;
+    at::Tensor lastCalib;
     int dataLoads = 0;
     int floatEvaluations = 0;
 };
@@ -160,7 +164,10 @@ Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
     const ir::Graph& graph = session.model()->graph();
     const at::Tensor calib = data.calib ? data.calib->inputs : at::Tensor();
     Progress prepareProgress = subProgress(progress, 0.0, 0.4, "calibrating: ");
-    auto prepared = quant::prepare(graph, scheme, calib, prepareProgress, cancel);
+    const bool sameCalib = state.lastPrepared && state.lastCalib.defined() == calib.defined() &&
+                           (!calib.defined() || state.lastCalib.is_same(calib));
+    const quant::QuantizedModel* reuse = sameCalib ? &*state.lastPrepared : nullptr;
+    auto prepared = quant::prepare(graph, scheme, calib, prepareProgress, cancel, reuse);
     if (!prepared) {
         Error e = prepared.error();
         if (e.path.empty() && e.code == ErrorCode::BadInput && data.calib)
@@ -169,6 +176,8 @@ Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
     }
     if (cancel.cancelled())
         return Error::cancelled();
+    state.lastPrepared = *prepared;
+    state.lastCalib = calib;
     const at::Tensor batch = data.eval ? data.eval->inputs : data.calib->inputs;
     if (data.eval && !state.floatMetric)
         ++state.floatEvaluations;

@@ -113,6 +113,11 @@ QString reportSummary(const nlohmann::json& report)
             ++real;
     }
     parts << QObject::tr("%1 of %2 layers on real kernels").arg(real).arg(layers);
+    const nlohmann::json reused = report.value("reused_layers", nlohmann::json());
+    if (reused.is_array() && !reused.empty())
+        parts << QObject::tr("%1 of %2 layers unchanged since the last run, not re-quantized")
+                     .arg(reused.size())
+                     .arg(layers);
     return spec + QStringLiteral(": ") + parts.join(QStringLiteral(", "));
 }
 

@@ -86,6 +86,7 @@ struct QuantReport {
     Throughput throughput;
     std::vector<std::string> foldedBatchNorms;
     std::int64_t calibSamples = 0;
+    std::vector<std::string> reusedLayers;  ///< layers prepare took unchanged from an earlier run
     std::int64_t analysisSamples = 0;
     double seconds = 0.0;  ///< wall time of prepare + analysis + metric
 };

@@ -110,6 +110,7 @@ json reportToJson(const analysis::QuantReport& r)
               {"layers_ms", layerMs}}},
             {"folded_batchnorms", r.foldedBatchNorms},
             {"calib_samples", r.calibSamples},
+            {"reused_layers", r.reusedLayers},
             {"analysis_samples", r.analysisSamples},
             {"seconds", r.seconds}};
 }

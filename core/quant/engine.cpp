@@ -134,12 +134,16 @@ class CalibrationHook : public exec::NodeHook {
 public:
     enum class Pass { ChannelAbsMax, Observe };
 
-    CalibrationHook(const QuantizedModel& model, Pass pass) : m_model(model), m_pass(pass) {}
+    CalibrationHook(const QuantizedModel& model, Pass pass, std::set<std::string> skip = {})
+        : m_model(model), m_pass(pass), m_skip(std::move(skip))
+    {
+    }
 
     void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs) override
     {
         auto it = m_model.plan.layers.find(node.name);
-        if (it == m_model.plan.layers.end() || it->second.keepFloat || m_error)
+        if (it == m_model.plan.layers.end() || it->second.keepFloat || m_error ||
+            m_skip.count(node.name))
             return;
         const LayerConfig& c = it->second;
         at::Tensor x = inputs[0];
@@ -174,6 +178,7 @@ public:
 
     const QuantizedModel& m_model;
     Pass m_pass;
+    std::set<std::string> m_skip;  ///< layers taken from an earlier prepare
     std::map<std::string, at::Tensor> m_channelMax;
     std::map<std::string, std::unique_ptr<Observer>> m_observers;
     std::optional<Error> m_error;
@@ -307,7 +312,7 @@ at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view, const at::
 
 Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
                                const at::Tensor& calibInputs, Progress& progress,
-                               const CancelToken& cancel)
+                               const CancelToken& cancel, const QuantizedModel* reuse)
 {
     try {
         c10::InferenceMode guard;
@@ -322,26 +327,51 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
             return plan.error();
         model.plan = *plan;
 
+        // Layers an earlier prepare already did with the same configuration and calibration.
+        const std::int64_t calibCount =
+            calibInputs.defined() ? std::min(calibInputs.size(0), scheme.calibSamples) : 0;
+        std::set<std::string> reused;
+        if (reuse && reuse->scheme.foldBatchNorm == scheme.foldBatchNorm) {
+            for (const auto& [name, c] : model.plan.layers) {
+                auto old = reuse->layers.find(name);
+                if (old == reuse->layers.end() || !(old->second.config == c))
+                    continue;
+                const bool calibrated =
+                    !c.keepFloat && (c.actMode == ActMode::Static || c.smoothAlpha > 0.0);
+                if (calibrated && reuse->calibSamples != calibCount)
+                    continue;
+                reused.insert(name);
+            }
+        }
+        model.reusedLayers.assign(reused.begin(), reused.end());
+
         bool needsCalibration = false;
         bool needsSmoothing = false;
+        bool anyCalibrated = false;
         for (const auto& [name, c] : model.plan.layers) {
-            needsCalibration = needsCalibration || (!c.keepFloat && c.actMode == ActMode::Static);
-            needsSmoothing = needsSmoothing || (!c.keepFloat && c.smoothAlpha > 0.0);
+            const bool isStatic = !c.keepFloat && c.actMode == ActMode::Static;
+            const bool isSmoothed = !c.keepFloat && c.smoothAlpha > 0.0;
+            anyCalibrated = anyCalibrated || isStatic || isSmoothed;
+            if (reused.count(name))
+                continue;
+            needsCalibration = needsCalibration || isStatic;
+            needsSmoothing = needsSmoothing || isSmoothed;
         }
         at::Tensor calib;
         if (needsCalibration || needsSmoothing) {
             if (!calibInputs.defined() || calibInputs.size(0) == 0)
                 return Error::usage("scheme " + scheme.preset +
                                     " calibrates activations: give calibration data (--calib)");
-            calib = calibInputs.slice(0, 0, std::min(calibInputs.size(0), scheme.calibSamples));
-            model.calibSamples = calib.size(0);
+            calib = calibInputs.slice(0, 0, calibCount);
         }
+        if (anyCalibrated)
+            model.calibSamples = calibCount;
 
         // Pass 1 (SmoothQuant only): per-input-channel activation maxima.
         std::map<std::string, at::Tensor> smooth;
         if (needsSmoothing) {
-            auto hook = std::make_shared<CalibrationHook>(model,
-                                                          CalibrationHook::Pass::ChannelAbsMax);
+            auto hook = std::make_shared<CalibrationHook>(
+                model, CalibrationHook::Pass::ChannelAbsMax, reused);
             if (auto r = calibrate(model, calib, *hook, hook, progress, 0.0, 0.3, cancel); !r)
                 return r.error();
             for (const auto& [name, actMax] : hook->m_channelMax) {
@@ -370,6 +400,15 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
             if (it == model.plan.layers.end())
                 continue;
             const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
+            if (reused.count(node.name)) {
+                const LayerQuant& old = reuse->layers.at(node.name);
+                if (!old.config.keepFloat) {
+                    quantizedWeightBytes += old.bytesQuantized;
+                    quantizedWeightNames.insert(node.inputs[1]);
+                }
+                model.layers[node.name] = old;
+                continue;
+            }
             if (it->second.keepFloat) {
                 LayerQuant lq;
                 lq.layer = node.name;
@@ -391,7 +430,8 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
 
         // Pass 2: static activation ranges.
         if (needsCalibration) {
-            auto hook = std::make_shared<CalibrationHook>(model, CalibrationHook::Pass::Observe);
+            auto hook = std::make_shared<CalibrationHook>(model, CalibrationHook::Pass::Observe,
+                                                          reused);
             const double from = needsSmoothing ? 0.3 : 0.0;
             if (auto r = calibrate(model, calib, *hook, hook, progress, from, 1.0, cancel); !r)
                 return r.error();

@@ -47,15 +47,23 @@ struct QuantizedModel {
     std::int64_t bytesFloat = 0;                ///< all weights of the original float graph
     std::int64_t bytesQuantized = 0;            ///< all weights as the quantized model stores them
     std::int64_t calibSamples = 0;              ///< samples calibration actually used
+    std::vector<std::string> reusedLayers;      ///< layers taken unchanged from `reuse`
 };
 
 /// Prepares `floatGraph` for `scheme`. `calibInputs` ([N, ...] float) is needed by static
 /// schemes and SmoothQuant; the first scheme.calibSamples samples are used. NaN/Inf reaching a
 /// layer during calibration is BadInput naming the batch and the layer.
+///
+/// `reuse`, when given, is an earlier result of prepare on the same float graph and the same
+/// calibration inputs: its layers whose configuration is unchanged are taken as they are
+/// (weights, activation ranges, smoothing), so a re-run after a per-layer override only
+/// quantizes and calibrates the layers that changed. Calibration runs the float graph, so one
+/// layer's result never depends on another layer's configuration.
 Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
                                const at::Tensor& calibInputs,
                                Progress& progress = Progress::none(),
-                               const CancelToken& cancel = CancelToken());
+                               const CancelToken& cancel = CancelToken(),
+                               const QuantizedModel* reuse = nullptr);
 
 /// A hook that makes an executor over `model.graph` run the quantized model. With `only`
 /// non-empty, just those layers are quantized (for local error and sensitivity).

@@ -79,6 +79,8 @@ struct Granularity {
     static Granularity perToken() { return {Kind::PerToken, -1, 0}; }
     /// "per-tensor", "per-channel(0)", "per-group(64)", "per-token".
     std::string describe() const;
+
+    bool operator==(const Granularity&) const = default;
 };
 
 /// Scale and zero point of a quantized tensor. Shapes: scalar for per-tensor, [C] for

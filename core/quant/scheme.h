@@ -42,6 +42,8 @@ struct LayerConfig {
 
     /// "int8 per-channel(0) sym / uint8 static minmax", for tables and reports.
     std::string describe() const;
+
+    bool operator==(const LayerConfig&) const = default;
 };
 
 /// A parsed scheme: a preset with its options applied.

@@ -231,3 +231,39 @@ TEST(Engine, ReportJsonHasTheContractKeys)
     // The first layer sees float inputs either way, so its local and accumulated errors agree.
     EXPECT_NEAR(report->layers[0].local.sqnrDb, report->layers[0].accumulated.sqnrDb, 1e-6);
 }
+
+TEST(Engine, RePrepareAfterAnOverrideReusesUnchangedLayersAndMatchesAFreshRun)
+{
+    const auto graph = convNet(21);
+    const auto calib = images(200, 22);
+    const auto first = prepared(graph, "static-int8:observer=percentile:99.9", calib);
+    EXPECT_TRUE(first.reusedLayers.empty());
+
+    auto scheme = quant::parseScheme("static-int8:observer=percentile:99.9").value();
+    scheme.overrides["fc1"] = quant::parseScheme("w4-int4").value().config;
+    auto again = quant::prepare(graph, scheme, calib, Progress::none(), CancelToken(), &first);
+    ASSERT_TRUE(again.ok()) << again.error().userMessage();
+    EXPECT_EQ(again->reusedLayers, (std::vector<std::string>{"conv", "fc2"}));
+    auto fresh = quant::prepare(graph, scheme, calib);
+    ASSERT_TRUE(fresh.ok());
+    ASSERT_EQ(again->layers.size(), fresh->layers.size());
+    for (const auto& [name, lq] : fresh->layers) {
+        const auto& r = again->layers.at(name);
+        EXPECT_TRUE(at::equal(r.weightFq, lq.weightFq)) << name;
+        ASSERT_EQ(r.act.has_value(), lq.act.has_value()) << name;
+        if (lq.act) {
+            EXPECT_TRUE(at::equal(r.act->scale, lq.act->scale)) << name;
+            EXPECT_TRUE(at::equal(r.act->zeroPoint, lq.act->zeroPoint)) << name;
+        }
+    }
+    EXPECT_EQ(again->bytesQuantized, fresh->bytesQuantized);
+    EXPECT_EQ(again->calibSamples, fresh->calibSamples);
+    const auto x = images(16, 23);
+    EXPECT_DOUBLE_EQ(outputSqnr(graph, *again, x), outputSqnr(graph, *fresh, x));
+
+    // Different calibration size: calibrated layers are not reused.
+    auto fewer = quant::prepare(graph, scheme, calib.slice(0, 0, 100), Progress::none(),
+                                CancelToken(), &first);
+    ASSERT_TRUE(fewer.ok());
+    EXPECT_TRUE(fewer->reusedLayers.empty());
+}

@@ -404,6 +404,37 @@ private Q_SLOTS:
         screenshot(chart, "pareto-latency");
     }
 
+    void crowdedParetoLabelsNeverOverlap()
+    {
+        // Twelve runs packed near one another (as compare-all gives on a small model): labels
+        // of the front are always drawn, the others only where they fit, and none overlap.
+        const nlohmann::json base = loadReport("fashion-cnn-compare.json");
+        nlohmann::json crowded = {{"runs", nlohmann::json::array()}};
+        for (int i = 0; i < 12; ++i) {
+            nlohmann::json run = base["runs"][i % base["runs"].size()];
+            run["scheme"]["spec"] = "scheme-" + std::to_string(i);
+            run["scheme"]["preset"] = "scheme-" + std::to_string(i);
+            run["metric"]["quantized"] = 0.915 + 0.0007 * (i % 7);
+            run["size_bytes"]["quantized"] = 200000 + 9000 * i;
+            crowded["runs"].push_back(run);
+        }
+        ParetoChart chart;
+        chart.resize(640, 360);
+        chart.setComparison(crowded);
+        QVERIFY(chart.hasData());
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        QCoreApplication::processEvents();
+        const std::vector<QRectF> rects = chart.visibleLabelRects();
+        QVERIFY(rects.size() >= static_cast<std::size_t>(chart.frontSeries()->count()));
+        QCOMPARE(static_cast<int>(rects.size()) + chart.hiddenLabelCount(), 13);  // + float32
+        for (std::size_t i = 0; i < rects.size(); ++i)
+            for (std::size_t j = 0; j < i; ++j)
+                QVERIFY2(!rects[i].intersects(rects[j]),
+                         qPrintable(QStringLiteral("labels %1 and %2 overlap").arg(i).arg(j)));
+        screenshot(chart, "pareto-crowded");
+    }
+
     void sensitivityChartRanksLayers()
     {
         SensitivityChart chart;

@@ -242,6 +242,11 @@ void TestQuantWorkflow::keepFloatOverrideReruns()
     // Only the quantized model was recomputed: data and the float metric came from the cache.
     QCOMPARE(window->quantSession()->dataLoads(), loads);
     QCOMPARE(window->quantSession()->floatEvaluations(), 1);
+    // ...and only the overridden layer was quantized again: the others came from the last run.
+    QVERIFY(report["reused_layers"].is_array());
+    QCOMPARE(report["reused_layers"].size() + 1, report["layers"].size());
+    for (const auto& name : report["reused_layers"])
+        QVERIFY(name != "fc");
 
     // A scheme override that does not parse is refused and names the layer.
     QSignalSpy errors(window.get(), &MainWindow::errorShown);
