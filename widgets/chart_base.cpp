@@ -1,5 +1,9 @@
 #include "chart_base.h"
 
+#include <QGraphicsLineItem>
+#include <QPen>
+#include <QTimer>
+
 #include "chart_export.h"
 
 #include <QAbstractAxis>
@@ -67,7 +71,7 @@ ChartBase::ChartBase(QWidget* parent) : QChartView(new QChart, parent)
     m_messageItem->setZValue(10);
     connect(c, &QChart::plotAreaChanged, this, [this] {
         placeMessage();
-        layoutOverlays();
+        scheduleOverlayLayout();
     });
     showMessage(QStringLiteral("No data"));
 }
@@ -178,6 +182,16 @@ QGraphicsSimpleTextItem* ChartBase::addOverlayText(const QString& text)
     return item;
 }
 
+QGraphicsLineItem* ChartBase::addOverlayLine()
+{
+    auto* item = new QGraphicsLineItem(chart());
+    item->setPen(QPen(QColor(0x8c, 0x8c, 0x8c), 1.0));
+    item->setZValue(4);
+    item->setVisible(false);
+    m_overlays.push_back(item);
+    return item;
+}
+
 void ChartBase::setRoundTicks(QValueAxis* axis, double lo, double hi, int targetTicks)
 {
     axis->setRange(lo, hi);
@@ -226,7 +240,22 @@ void ChartBase::resizeEvent(QResizeEvent* event)
 {
     QChartView::resizeEvent(event);
     placeMessage();
+    scheduleOverlayLayout();
+}
+
+void ChartBase::scheduleOverlayLayout()
+{
+    // Qt Charts lays out plot area and series positions lazily: overlays placed inside a resize
+    // would use the old geometry. Lay them out now (for callers that read positions at once)
+    // and again once the event loop has settled the chart's layout.
     layoutOverlays();
+    if (m_overlayLayoutPending)
+        return;
+    m_overlayLayoutPending = true;
+    QTimer::singleShot(0, this, [this] {
+        m_overlayLayoutPending = false;
+        layoutOverlays();
+    });
 }
 
 void ChartBase::contextMenuEvent(QContextMenuEvent* event)

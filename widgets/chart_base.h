@@ -15,6 +15,7 @@ class QBarSeries;
 class QBarSet;
 class QGraphicsItem;
 class QGraphicsSimpleTextItem;
+class QGraphicsLineItem;
 class QValueAxis;
 QT_END_NAMESPACE
 
@@ -62,6 +63,8 @@ protected:
     /// Applies the house fonts to `axis` and sets its title.
     void styleAxis(QAbstractAxis* axis, const QString& title) const;
     /// A text item drawn over the chart (so it is exported too); removed by clearChart().
+    /// A thin grey line owned like the overlay texts (hidden until positioned).
+    QGraphicsLineItem* addOverlayLine();
     QGraphicsSimpleTextItem* addOverlayText(const QString& text);
     /// Called whenever the plot area moves or resizes: place overlay text there.
     virtual void layoutOverlays() {}
@@ -76,6 +79,9 @@ protected:
 
 private:
     void placeMessage();
+    /// layoutOverlays() now and once more after the chart's own deferred layout.
+    void scheduleOverlayLayout();
+    bool m_overlayLayoutPending = false;
     void exportWithDialog(const QString& suffix);
 
     QGraphicsSimpleTextItem* m_messageItem = nullptr;

@@ -8,6 +8,9 @@
 #include <QScatterSeries>
 #include <QValueAxis>
 
+#include <QGraphicsLineItem>
+#include <QLineF>
+
 #include <algorithm>
 #include <optional>
 #include <cmath>
@@ -104,6 +107,7 @@ void ParetoChart::rebuild()
     m_float = nullptr;
     m_front = nullptr;
     m_labels.clear();
+    m_leaders.clear();
     m_shown.clear();
     const QString costTitle = m_axis == Axis::Size ? tr("Model size (MiB)")
                                                    : tr("Latency (ms per sample)");
@@ -187,8 +191,10 @@ void ParetoChart::rebuild()
         series->attachAxis(axisY);
     }
 
-    for (const Run& run : all)
+    for (const Run& run : all) {
         m_labels.push_back(addOverlayText(run.label));
+        m_leaders.push_back(addOverlayLine());
+    }
 
     connect(m_runs, &QScatterSeries::clicked, this, &ParetoChart::onPointClicked);
     const auto hover = [this](const QPointF& point, bool state) {
@@ -228,20 +234,26 @@ void ParetoChart::layoutOverlays()
         all.push_back(*m_floatRun);
     // Runs drawn on (nearly) the same spot share one label, "fp16 / bf16", instead of two
     // labels stacked on each other. Texts are rebuilt on every layout (resizes call this again).
+    // Three or more on one spot read "dynamic-int8 +2" (the tooltip names them all).
     const std::size_t count = std::min(m_labels.size(), all.size());
     std::vector<QPointF> spots(count);
+    std::vector<QStringList> sharing(count);
     for (std::size_t i = 0; i < count; ++i) {
         spots[i] = chart()->mapToPosition(QPointF(cost(all[i]), all[i].metric), m_runs);
-        m_labels[i]->setText(all[i].label);
         m_labels[i]->setVisible(true);
+        sharing[i] = QStringList{all[i].label};
         for (std::size_t j = 0; j < i; ++j) {
             if (m_labels[j]->isVisible() && (spots[j] - spots[i]).manhattanLength() < 8.0) {
-                m_labels[j]->setText(m_labels[j]->text() + QStringLiteral(" / ") + all[i].label);
+                sharing[j] << all[i].label;
                 m_labels[i]->setVisible(false);
                 break;
             }
         }
     }
+    for (std::size_t i = 0; i < count; ++i)
+        m_labels[i]->setText(sharing[i].size() <= 2
+                                 ? sharing[i].join(QStringLiteral(" / "))
+                                 : sharing[i].front() + QStringLiteral(" +%1").arg(sharing[i].size() - 1));
     // Labels of the Pareto front (and float32) are placed first and search furthest; a label
     // that finds no free place is hidden rather than drawn over another (its name is in the
     // tooltip and the comparison table). With a dozen runs on a small model, many sit
@@ -262,6 +274,11 @@ void ParetoChart::layoutOverlays()
             if (onFront(i) == (pass == 0))
                 order.push_back(i);
     m_hiddenLabels = 0;
+    // Markers are obstacles too: a label never covers another run's point.
+    for (const QPointF& spot : spots)
+        placed.emplace_back(spot.x() - 6, spot.y() - 6, 12, 12);
+    for (QGraphicsLineItem* leader : m_leaders)
+        leader->setVisible(false);
     for (const std::size_t i : order) {
         QGraphicsSimpleTextItem* item = m_labels[i];
         if (!item->isVisible())
@@ -284,6 +301,7 @@ void ParetoChart::layoutOverlays()
                 for (const double x : {p.x() + 9, p.x() - w - 9})
                     candidates.emplace_back(x, p.y() - h / 2 + dy);
         std::optional<QPointF> chosen;
+        std::size_t chosenIndex = 0;
         for (const QPointF& c : candidates) {
             const QRectF rect(c, box.size());
             const bool free = std::none_of(placed.begin(), placed.end(), [&](const QRectF& r) {
@@ -293,6 +311,7 @@ void ParetoChart::layoutOverlays()
                 chosen = c;
                 break;
             }
+            ++chosenIndex;
         }
         if (!chosen) {
             item->setVisible(false);
@@ -301,6 +320,17 @@ void ParetoChart::layoutOverlays()
         }
         item->setPos(*chosen);
         placed.emplace_back(item->pos(), box.size());
+        // A label stacked away from its point gets a leader line to the point's edge.
+        if (chosenIndex >= 4 && i < m_leaders.size()) {
+            const QRectF rect(*chosen, box.size());
+            const QPointF anchor(rect.left() > p.x() ? rect.left() - 1 : rect.right() + 1,
+                                 rect.center().y());
+            QLineF line(p, anchor);
+            if (line.length() > 6.0)
+                line.setP1(line.pointAt(6.0 / line.length()));
+            m_leaders[i]->setLine(line);
+            m_leaders[i]->setVisible(true);
+        }
     }
 }
 

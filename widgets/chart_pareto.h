@@ -84,6 +84,7 @@ private:
     QScatterSeries* m_float = nullptr;
     QLineSeries* m_front = nullptr;
     std::vector<QGraphicsSimpleTextItem*> m_labels;
+    std::vector<QGraphicsLineItem*> m_leaders;  ///< label -> point, for labels set apart
     int m_hiddenLabels = 0;
 };
 
