@@ -277,8 +277,8 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
         if (!prepared)
             return prepared.error();
         if (!state.floatMetric) {
-            auto metric = analysis::evaluateTop1(graph, *data->eval, c10::Device(c10::kCPU), 256,
-                                                 Progress::none(), cancel);
+            auto metric = analysis::evaluateMetric(graph, *data->eval, c10::Device(c10::kCPU),
+                                                   256, nullptr, {}, Progress::none(), cancel);
             if (!metric)
                 return metric.error();
             ++state.floatEvaluations;

@@ -293,7 +293,8 @@ int cmdEval(const Args& args)
     if (!data)
         return fail(data.error());
     Progress evalProgress = stderrProgress(quiet);
-    auto top1 = analysis::evaluateTop1((*model)->graph(), *data, *device, 256, evalProgress);
+    auto top1 = analysis::evaluateMetric((*model)->graph(), *data, *device, 256, nullptr, {},
+                                         evalProgress);
     if (!top1)
         return fail(top1.error());
     if (args.has("--json")) {
@@ -587,7 +588,7 @@ int cmdCompare(const Args& args)
         return fail(in.error());
     std::optional<analysis::MetricValue> floatMetric;
     if (in->eval) {
-        auto m = analysis::evaluateTop1(in->model->graph(), *in->eval, in->device);
+        auto m = analysis::evaluateMetric(in->model->graph(), *in->eval, in->device);
         if (!m)
             return fail(m.error());
         floatMetric = *m;
@@ -636,7 +637,7 @@ int cmdSensitivity(const Args& args)
                                    in->calib ? in->calib->inputs : at::Tensor(), progress);
     if (!prepared)
         return fail(prepared.error());
-    auto floatMetric = analysis::evaluateTop1(in->model->graph(), *in->eval, in->device);
+    auto floatMetric = analysis::evaluateMetric(in->model->graph(), *in->eval, in->device);
     if (!floatMetric)
         return fail(floatMetric.error());
     analysis::AnalysisOptions options;

@@ -17,6 +17,7 @@ struct MetricValue {
     std::string name;       ///< "top1" (fraction of samples whose arg-max is the label)
     double value = 0.0;
     std::int64_t samples = 0;
+    bool higherIsBetter = true;  ///< false for perplexity
 };
 
 /// Top-1 accuracy of a classifier (first graph output = logits or probabilities [N, classes]).

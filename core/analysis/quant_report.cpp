@@ -1,5 +1,7 @@
 #include "analysis/quant_report.h"
 
+#include "analysis/lm_metrics.h"
+
 #include "exec/device.h"
 #include "quant/real_kernels.h"
 
@@ -82,11 +84,12 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
         auto realHook = quant::makeRealKernelHook(model, options.device);
         quantExec.addHook(realHook);
-        Result<std::vector<at::Tensor>> check = floatExec.run({x});
+        const std::vector<at::Tensor> feeds = exec::inputsForBatch(model.graph, x);
+        Result<std::vector<at::Tensor>> check = floatExec.run(feeds);
         if (!check)
             return check.error();
-        auto runFloat = [&] { (void)floatExec.run({x}); };
-        auto runQuant = [&] { (void)quantExec.run({x}); };
+        auto runFloat = [&] { (void)floatExec.run(feeds); };
+        auto runQuant = [&] { (void)quantExec.run(feeds); };
         runQuant();
         double tFloat = 0.0;
         double tQuant = 0.0;
@@ -111,8 +114,8 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
             quantTimed.addHook(quantTimer);
             quantTimed.addHook(realHook);  // weights are packed once, by the hook above
             for (int i = 0; i < 5; ++i) {
-                (void)floatTimed.run({x});
-                (void)quantTimed.run({x});
+                (void)floatTimed.run(feeds);
+                (void)quantTimed.run(feeds);
             }
             for (const auto& [name, lq] : model.layers)
                 t.layerMs[name] = {floatTimer->medianMs(name), quantTimer->medianMs(name)};
@@ -129,6 +132,10 @@ Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const 
                                       const std::set<std::string>& only, Progress& progress,
                                       const CancelToken& cancel)
 {
+    if (taskOf(model.graph) != Task::Classification)
+        return evaluateMetric(model.graph, eval, options.device, options.batchSize,
+                              quant::makeQuantHook(model, only), options.sequence, progress,
+                              cancel);
     if (!eval.labels.defined())
         return Error::badInput(eval.path, "has no labels, so top-1 accuracy cannot be measured");
     c10::InferenceMode guard;
@@ -167,18 +174,24 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
     report.reusedLayers = model.reusedLayers;
     try {
         c10::InferenceMode guard;
-        const at::Tensor x =
+        at::Tensor x =
             analysisBatch.slice(0, 0, std::min(analysisBatch.size(0), options.analysisSamples))
                 .to(options.device);
+        // Sequence models keep every activation of a few short windows (attention is S x S).
+        if (taskOf(model.graph) != Task::Classification && x.dim() >= 2) {
+            x = x.slice(0, 0, std::min(x.size(0), options.sequenceAnalysisSamples));
+            if (taskOf(model.graph) != Task::Sequence)
+                x = x.slice(1, 0, std::min(x.size(1), options.sequenceAnalysisTokens));
+        }
         report.analysisSamples = x.size(0);
         exec::Executor floatExec(model.graph, exec::ExecOptions{options.device});
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
         quantExec.addHook(quant::makeQuantHook(model));
         progress.report(0.0, "comparing layers");
-        auto floatVals = floatExec.runAll({x});
+        auto floatVals = floatExec.runAll(exec::inputsForBatch(model.graph, x));
         if (!floatVals)
             return floatVals.error();
-        auto quantVals = quantExec.runAll({x});
+        auto quantVals = quantExec.runAll(exec::inputsForBatch(model.graph, x));
         if (!quantVals)
             return quantVals.error();
 
@@ -286,8 +299,8 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 Progress sub([&](double f, const std::string&) {
                     progress.report(0.35 + 0.3 * f, "evaluating float model");
                 });
-                auto m = evaluateTop1(floatGraph, *eval, options.device, options.batchSize, sub,
-                                      cancel);
+                auto m = evaluateMetric(floatGraph, *eval, options.device, options.batchSize,
+                                        nullptr, options.sequence, sub, cancel);
                 if (!m)
                     return m.error();
                 floatMetric = *m;
@@ -336,7 +349,9 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
         auto m = evaluateQuantized(model, eval, options, {layer.name}, sub, cancel);
         if (!m)
             return m.error();
-        rows.push_back({layer.name, m->value, floatMetric.value - m->value, layer.local.sqnrDb});
+        const double drop = floatMetric.higherIsBetter ? floatMetric.value - m->value
+                                                       : m->value - floatMetric.value;
+        rows.push_back({layer.name, m->value, drop, layer.local.sqnrDb});
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const SensitivityRow& a, const SensitivityRow& b) { return a.drop > b.drop; });

@@ -4,6 +4,7 @@
 // float and the quantized model. The GUI and `bitlens-cli quantize` display exactly this.
 
 #include "analysis/error_stats.h"
+#include "analysis/lm_metrics.h"
 #include "analysis/metrics.h"
 #include "io/dataset.h"
 #include "ir/graph.h"
@@ -97,6 +98,11 @@ struct AnalysisOptions {
     std::int64_t analysisSamples = 64;   ///< batch used for layer errors and throughput
     std::int64_t batchSize = 256;        ///< evaluation batch
     int histogramBins = 64;
+    /// Sequence models (metadata "task" lm / embedding / sequence): metric batch and window
+    /// overlap, and the smaller analysis batch that layer comparison keeps in memory.
+    SequenceMetricOptions sequence;
+    std::int64_t sequenceAnalysisSamples = 2;
+    std::int64_t sequenceAnalysisTokens = 128;
 };
 
 /// Compares `model` (prepared from `floatGraph`) with the float graph on `analysisBatch`, and
@@ -125,7 +131,7 @@ Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const 
 struct SensitivityRow {
     std::string layer;
     double metric = 0.0;
-    double drop = 0.0;       ///< float metric - metric (points are drop * 100)
+    double drop = 0.0;  ///< how much worse than float: float - metric (perplexity: metric - float)
     double sqnrDb = 0.0;     ///< local SQNR of the layer
 };
 

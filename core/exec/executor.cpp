@@ -1,5 +1,7 @@
 #include "exec/executor.h"
 
+#include "exec/sequence_ops.h"
+
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
@@ -294,6 +296,8 @@ at::Tensor runBinary(const Node& node, const std::vector<at::Tensor>& in)
 std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>& in,
                                 const ExecOptions& options)
 {
+    if (isSequenceOp(node.op))
+        return runSequenceOp(node, in, options);
     switch (node.op) {
     case OpKind::Conv: return {runConv(node, in)};
     case OpKind::Gemm: return {runGemm(node, in)};
@@ -346,6 +350,7 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
     }
     case OpKind::Identity:
     case OpKind::Dropout: return {need(node, in, 0)};
+    default: break;
     }
     fail(node, "unknown op kind " + std::to_string(static_cast<int>(node.op)));
 }
@@ -493,6 +498,26 @@ Result<std::map<std::string, at::Tensor>> Executor::runAll(const std::vector<at:
     });
 }
 
+std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor& batch)
+{
+    at::Tensor x = batch;
+    if (!graph.inputs.empty() && graph.inputs[0].dtype == ir::DType::Int64 &&
+        x.is_floating_point())
+        x = x.to(at::kLong);  // token ids stored as floats (exact up to 2^24)
+    if (graph.inputs.size() == 2 && graph.inputs[1].name == "attention_mask") {
+        std::int64_t pad = 0;
+        if (auto it = graph.metadata.find("pad_token_id"); it != graph.metadata.end()) {
+            try {
+                pad = std::stoll(it->second);
+            } catch (const std::exception&) {
+                pad = 0;
+            }
+        }
+        return {x, x.ne(pad).to(at::kLong)};
+    }
+    return {x};
+}
+
 Result<std::map<std::string, std::vector<std::int64_t>>>
 inferShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes)
 {
@@ -501,9 +526,16 @@ inferShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>
         const auto& info = graph.inputs[i];
         std::vector<std::int64_t> shape =
             i < inputShapes.size() && !inputShapes[i].empty() ? inputShapes[i] : info.shape;
+        // Sequence models (metadata "task" lm / embedding / sequence) trace one token or step.
+        const auto task = graph.metadata.find("task");
+        const bool sequenceModel = task != graph.metadata.end() && task->second != "classification";
         for (std::size_t d = 0; d < shape.size(); ++d) {
             if (shape[d] >= 0)
                 continue;
+            if (d != 0 && sequenceModel) {
+                shape[d] = 1;
+                continue;
+            }
             if (d != 0)
                 return Error::unsupported({}, "input '" + info.name + "' has a dynamic dimension " +
                                                   std::to_string(d) +

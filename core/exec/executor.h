@@ -73,6 +73,11 @@ private:
 std::vector<at::Tensor> runNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
                                 const ExecOptions& options);
 
+/// The graph's inputs for one batch of data [N, ...]: the batch itself (token ids given as
+/// floats become int64), plus, for graphs whose second input is "attention_mask" (BERT), the
+/// mask of tokens that are not padding (metadata "pad_token_id", default 0).
+std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor& batch);
+
 /// Output shape of every node for one sample (batch 1), by value name, found by a traced run
 /// on zeros. Dynamic input dimensions other than the batch must be given in `inputShapes`.
 Result<std::map<std::string, std::vector<std::int64_t>>>

@@ -986,6 +986,10 @@ Result<std::vector<std::uint8_t>> OnnxWriter::write()
     for (const auto& node : m_graph.nodes)
         if (node.op == ir::OpKind::Gelu)
             opset = std::max(opset, kGeluOpset);
+        else if (node.op == ir::OpKind::LayerNorm)
+            opset = std::max<std::int64_t>(opset, 17);
+        else if (node.op == ir::OpKind::RMSNorm || node.op == ir::OpKind::RotaryEmbedding)
+            opset = std::max<std::int64_t>(opset, 23);
 
     inferMissingOutputShapes();
 

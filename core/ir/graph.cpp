@@ -8,7 +8,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 23> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 48> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -32,6 +32,31 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 23> kOpNames{{
     {OpKind::Concat, "Concat"},
     {OpKind::Identity, "Identity"},
     {OpKind::Dropout, "Dropout"},
+    {OpKind::LayerNorm, "LayerNormalization"},
+    {OpKind::RMSNorm, "RMSNormalization"},
+    {OpKind::Gather, "Gather"},
+    {OpKind::Unsqueeze, "Unsqueeze"},
+    {OpKind::Squeeze, "Squeeze"},
+    {OpKind::Slice, "Slice"},
+    {OpKind::Split, "Split"},
+    {OpKind::Cast, "Cast"},
+    {OpKind::Where, "Where"},
+    {OpKind::Expand, "Expand"},
+    {OpKind::Equal, "Equal"},
+    {OpKind::Less, "Less"},
+    {OpKind::Greater, "Greater"},
+    {OpKind::Pow, "Pow"},
+    {OpKind::Sqrt, "Sqrt"},
+    {OpKind::ReduceMean, "ReduceMean"},
+    {OpKind::Erf, "Erf"},
+    {OpKind::Neg, "Neg"},
+    {OpKind::Cos, "Cos"},
+    {OpKind::Sin, "Sin"},
+    {OpKind::Range, "Range"},
+    {OpKind::Shape, "Shape"},
+    {OpKind::RotaryEmbedding, "RotaryEmbedding"},
+    {OpKind::LSTM, "LSTM"},
+    {OpKind::GRU, "GRU"},
 }};
 
 template <typename T>
@@ -185,11 +210,23 @@ Result<void> Graph::validate(const std::string& path) const
     return {};
 }
 
+namespace {
+/// True when `tensor` views the same elements as an initializer seen before (tied weights,
+/// e.g. an LM head that is the transposed token embedding), so they count once.
+bool seenStorage(std::set<std::pair<const void*, std::int64_t>>& seen, const at::Tensor& tensor)
+{
+    if (!tensor.has_storage())
+        return false;
+    return !seen.emplace(tensor.data_ptr(), tensor.numel()).second;
+}
+} // namespace
+
 std::int64_t Graph::parameterCount() const
 {
     std::int64_t count = 0;
+    std::set<std::pair<const void*, std::int64_t>> seen;
     for (const auto& [valueName, tensor] : initializers)
-        if (tensor.is_floating_point())
+        if (tensor.is_floating_point() && !seenStorage(seen, tensor))
             count += tensor.numel();
     return count;
 }
@@ -197,8 +234,10 @@ std::int64_t Graph::parameterCount() const
 std::int64_t Graph::parameterBytes() const
 {
     std::int64_t bytes = 0;
+    std::set<std::pair<const void*, std::int64_t>> seen;
     for (const auto& [valueName, tensor] : initializers)
-        bytes += tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+        if (!seenStorage(seen, tensor))
+            bytes += tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
     return bytes;
 }
 

@@ -42,6 +42,32 @@ enum class OpKind {
     Concat,            ///< axis
     Identity,
     Dropout,           ///< identity at inference
+    // Sequence models (transformers, LLMs, RNNs). Axes/starts/... are int64 inputs (opset 13+).
+    LayerNorm,         ///< ONNX LayerNormalization: X, Scale, B?; axis (-1), epsilon (1e-5)
+    RMSNorm,           ///< ONNX RMSNormalization (opset 23): X, Scale; axis, epsilon, in float32
+    Gather,            ///< data, int64 indices (negative counts from the end); axis (0)
+    Unsqueeze,         ///< data, axes
+    Squeeze,           ///< data, axes? (all size-1 dimensions when omitted)
+    Slice,             ///< data, starts, ends, axes?, steps?
+    Split,             ///< input, split?; axis (0); equal parts over the outputs without split
+    Cast,              ///< to (ONNX TensorProto.DataType code)
+    Where,             ///< condition, X, Y
+    Expand,            ///< input, shape (numpy broadcast of the two shapes)
+    Equal,
+    Less,
+    Greater,
+    Pow,
+    Sqrt,
+    ReduceMean,        ///< data, axes? (or the axes attribute before opset 18); keepdims (1)
+    Erf,
+    Neg,
+    Cos,
+    Sin,
+    Range,             ///< start, limit, delta (scalars)
+    Shape,             ///< int64 sizes of the input; start, end (opset 15)
+    RotaryEmbedding,   ///< ONNX opset 23: X [B,heads,S,hd] or [B,S,hidden], cos, sin, position_ids?
+    LSTM,              ///< ONNX LSTM: X, W, R, B?, sequence_lens?, initial_h?, initial_c?, P?
+    GRU,               ///< ONNX GRU: X, W, R, B?, sequence_lens?, initial_h?; linear_before_reset
 };
 
 /// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).

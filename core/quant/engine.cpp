@@ -192,12 +192,13 @@ Result<void> calibrate(const QuantizedModel& model, const at::Tensor& inputs,
     exec::Executor executor(model.graph);
     executor.addHook(std::move(hook));
     const std::int64_t n = inputs.size(0);
-    const std::int64_t batch = 100;
+    // Sequence models (metadata "task") run a few windows at a time: logits are [B, S, vocab].
+    const std::int64_t batch = model.graph.metadata.count("task") != 0 ? 4 : 100;
     for (std::int64_t start = 0, b = 0; start < n; start += batch, ++b) {
         if (cancel.cancelled())
             return Error::cancelled();
         const std::int64_t end = std::min(n, start + batch);
-        auto out = executor.run({inputs.slice(0, start, end)});
+        auto out = executor.run(exec::inputsForBatch(model.graph, inputs.slice(0, start, end)));
         if (!out)
             return out.error();
         if (hookRef.m_error) {

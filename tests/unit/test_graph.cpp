@@ -18,7 +18,9 @@ TEST(Graph, OpNamesRoundTripThroughOnnxSpelling)
         EXPECT_EQ(*back, op);
     }
     EXPECT_EQ(ir::opKindName(OpKind::BatchNorm), "BatchNormalization");
-    EXPECT_FALSE(ir::opKindFromName("LSTM").has_value());
+    EXPECT_FALSE(ir::opKindFromName("NonMaxSuppression").has_value());
+    EXPECT_EQ(ir::opKindFromName("LSTM"), OpKind::LSTM);
+    EXPECT_EQ(ir::opKindName(OpKind::RMSNorm), "RMSNormalization");
 }
 
 TEST(Graph, ValidateRejectsUseBeforeDefinition)

@@ -670,7 +670,7 @@ Bytes makeDefect(Defect defect)
         w.dataLocation = 1;
         break;
     case Defect::DuplicateInitializer: m.initializers.push_back(w); break;
-    case Defect::UnknownOp: m.nodes[1] = nodeSpec("lstm_1", "LSTM", {"y"}, {"z"}); break;
+    case Defect::UnknownOp: m.nodes[1] = nodeSpec("nms_1", "NonMaxSuppression", {"y"}, {"z"}); break;
     case Defect::ForeignDomain: m.nodes[1].domain = "com.microsoft"; break;
     case Defect::GraphAttribute: {
         AttrSpec body = attrSpec("body", 5);
@@ -734,7 +734,7 @@ const std::vector<DefectCase>& defectCases()
         {Defect::DuplicateInitializer, "duplicate initializer", ErrorCode::BadInput,
          "initializer 'w' appears twice"},
         {Defect::UnknownOp, "unknown op", ErrorCode::Unsupported,
-         "unsupported op 'LSTM' in node 'lstm_1'"},
+         "unsupported op 'NonMaxSuppression' in node 'nms_1'"},
         {Defect::ForeignDomain, "foreign domain", ErrorCode::Unsupported,
          "unsupported op 'Relu' from domain 'com.microsoft' in node 'act'"},
         {Defect::GraphAttribute, "graph attribute", ErrorCode::Unsupported,

@@ -1,0 +1,953 @@
+#include "model/hf_builders.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+namespace bitlens::model {
+
+namespace {
+
+using ir::OpKind;
+using nlohmann::json;
+
+/// Thrown inside the builders, turned into the Result at the public boundary.
+struct BuildError {
+    Error error;
+};
+
+std::string shapeText(at::IntArrayRef sizes)
+{
+    std::ostringstream out;
+    out << '[';
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+        out << (i ? ", " : "") << sizes[i];
+    out << ']';
+    return out.str();
+}
+
+/// Reads hyper-parameters from a JSON object with errors naming the key.
+class Params {
+public:
+    Params(const json& j, std::string path, std::string where)
+        : m_j(j), m_path(std::move(path)), m_where(std::move(where))
+    {
+    }
+
+    bool has(const std::string& key) const
+    {
+        return m_j.is_object() && m_j.contains(key) && !m_j[key].is_null();
+    }
+
+    std::int64_t integer(const std::string& key, std::optional<std::int64_t> fallback = {},
+                         std::int64_t lo = 1, std::int64_t hi = std::int64_t{1} << 24) const
+    {
+        if (!has(key)) {
+            if (fallback)
+                return *fallback;
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key + "\" is missing")};
+        }
+        const json& v = m_j[key];
+        if (!v.is_number_integer() && !(v.is_number_float() &&
+                                         v.get<double>() == std::floor(v.get<double>())))
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key +
+                                                         "\" is not a whole number")};
+        const auto n = v.is_number_integer() ? v.get<std::int64_t>()
+                                             : static_cast<std::int64_t>(v.get<double>());
+        if (n < lo || n > hi)
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key + "\" is " +
+                                                         std::to_string(n) + ", outside " +
+                                                         std::to_string(lo) + ".." +
+                                                         std::to_string(hi))};
+        return n;
+    }
+
+    double number(const std::string& key, std::optional<double> fallback = {}) const
+    {
+        if (!has(key)) {
+            if (fallback)
+                return *fallback;
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key + "\" is missing")};
+        }
+        if (!m_j[key].is_number())
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key +
+                                                         "\" is not a number")};
+        const double v = m_j[key].get<double>();
+        if (!std::isfinite(v) || v <= 0.0)
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key +
+                                                         "\" must be a positive number")};
+        return v;
+    }
+
+    bool flag(const std::string& key, bool fallback) const
+    {
+        if (!has(key))
+            return fallback;
+        if (!m_j[key].is_boolean())
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key +
+                                                         "\" is not true or false")};
+        return m_j[key].get<bool>();
+    }
+
+    std::string text(const std::string& key, const std::string& fallback) const
+    {
+        if (!has(key))
+            return fallback;
+        if (!m_j[key].is_string())
+            throw BuildError{Error::badInput(m_path, m_where + ": \"" + key +
+                                                         "\" is not a string")};
+        return m_j[key].get<std::string>();
+    }
+
+    const json& raw() const { return m_j; }
+
+private:
+    const json& m_j;
+    std::string m_path;
+    std::string m_where;
+};
+
+/// A graph under construction plus the weights it draws from.
+class Net {
+public:
+    Net(std::string graphName, const std::map<std::string, at::Tensor>& weights, std::string path,
+        std::vector<std::string> prefixes)
+        : m_weights(weights), m_path(std::move(path)), m_prefixes(std::move(prefixes))
+    {
+        g.name = std::move(graphName);
+    }
+
+    ir::Graph g;
+    /// Display names of tensors renamed on the way in (GGUF name for each HF name).
+    std::map<std::string, std::string> sourceNames;
+
+    const std::string& path() const { return m_path; }
+
+    /// The stored name of `name` (trying the prefixes), or empty when absent.
+    std::string resolve(const std::string& name) const
+    {
+        for (const auto& prefix : m_prefixes)
+            if (m_weights.count(prefix + name) != 0)
+                return prefix + name;
+        return {};
+    }
+
+    bool has(const std::string& name) const { return !resolve(name).empty(); }
+
+    std::string display(const std::string& name) const
+    {
+        auto it = sourceNames.find(name);
+        return it == sourceNames.end() ? name : it->second;
+    }
+
+    /// A parameter as float32, checked for shape and finiteness; cached, so a tensor used twice
+    /// (tied embeddings) stays one tensor.
+    at::Tensor weight(const std::string& name, const std::vector<std::int64_t>& shape)
+    {
+        const std::string stored = resolve(name);
+        if (stored.empty())
+            throw BuildError{Error::badInput(m_path, "tensor '" + display(name) +
+                                                         "' is missing")};
+        if (auto it = m_cache.find(stored); it != m_cache.end())
+            return it->second;
+        const at::Tensor& t = m_weights.at(stored);
+        if (!t.defined() || t.sizes().vec() != shape)
+            throw BuildError{Error::badInput(
+                m_path, "tensor '" + display(stored) + "' has shape " +
+                            (t.defined() ? shapeText(t.sizes()) : std::string("(none)")) +
+                            ", expected " + shapeText(shape))};
+        if (!t.is_floating_point())
+            throw BuildError{Error::badInput(m_path, "tensor '" + display(stored) + "' has dtype " +
+                                                         std::string(c10::toString(
+                                                             t.scalar_type())) +
+                                                         ", expected a float type")};
+        at::Tensor f = t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
+        if (!at::isfinite(f).all().item<bool>())
+            throw BuildError{Error::badInput(m_path, "tensor '" + display(stored) +
+                                                         "' holds NaN or infinite values")};
+        m_cache[stored] = f;
+        return f;
+    }
+
+    std::string input(const std::string& name, std::vector<std::int64_t> shape, ir::DType dtype)
+    {
+        g.inputs.push_back({name, dtype, std::move(shape)});
+        return name;
+    }
+
+    /// Declares a graph output; -1 marks dynamic dimensions (batch, sequence).
+    void output(const std::string& value, std::vector<std::int64_t> shape)
+    {
+        g.outputs.push_back({value, ir::DType::Float32, std::move(shape)});
+    }
+
+    std::string init(const std::string& name, const at::Tensor& t)
+    {
+        g.initializers[name] = t;
+        return name;
+    }
+
+    std::string ints(const std::vector<std::int64_t>& values)
+    {
+        std::string name = "const.i64";
+        for (const auto v : values)
+            name += "." + std::to_string(v);
+        if (g.initializers.count(name) == 0)
+            g.initializers[name] =
+                at::tensor(values, at::TensorOptions().dtype(at::kLong)).clone();
+        return name;
+    }
+
+    std::string scalarInt(std::int64_t v)
+    {
+        const std::string name = "const.i64.scalar." + std::to_string(v);
+        if (g.initializers.count(name) == 0)
+            g.initializers[name] = at::scalar_tensor(v, at::TensorOptions().dtype(at::kLong));
+        return name;
+    }
+
+    std::string scalarFloat(const std::string& name, float v)
+    {
+        if (g.initializers.count(name) == 0)
+            g.initializers[name] = at::scalar_tensor(v, at::TensorOptions().dtype(at::kFloat));
+        return name;
+    }
+
+    std::string add(const std::string& name, OpKind op, std::vector<std::string> inputs,
+                    ir::Attributes attrs = {})
+    {
+        return addMulti(name, op, std::move(inputs), {name}, std::move(attrs)).front();
+    }
+
+    std::vector<std::string> addMulti(const std::string& name, OpKind op,
+                                      std::vector<std::string> inputs,
+                                      std::vector<std::string> outputs, ir::Attributes attrs = {})
+    {
+        ir::Node n;
+        n.name = name;
+        n.op = op;
+        n.inputs = std::move(inputs);
+        n.outputs = std::move(outputs);
+        n.attrs = std::move(attrs);
+        g.nodes.push_back(std::move(n));
+        return g.nodes.back().outputs;
+    }
+
+    /// y = x W^T (+ b) for an HF Linear weight W [out, in]: a MatMul reading W^T as a view
+    /// (no copy; the engine's weightView sees W again), then Add of the bias.
+    std::string linear(const std::string& name, const std::string& x, const std::string& wName,
+                       std::int64_t in, std::int64_t out, const std::string& bName = {})
+    {
+        const at::Tensor w = weight(wName, {out, in});
+        std::string y = add(name, OpKind::MatMul, {x, init(resolve(wName), w.t())});
+        if (!bName.empty())
+            y = add(name + ".bias", OpKind::Add, {y, init(resolve(bName), weight(bName, {out}))});
+        return y;
+    }
+
+    /// The same for a GPT-2 Conv1D weight, stored [in, out] already.
+    std::string conv1d(const std::string& name, const std::string& x, const std::string& wName,
+                       const std::string& bName, std::int64_t in, std::int64_t out)
+    {
+        const at::Tensor w = weight(wName, {in, out});
+        std::string y = add(name, OpKind::MatMul, {x, init(resolve(wName), w)});
+        return add(name + ".bias", OpKind::Add, {y, init(resolve(bName), weight(bName, {out}))});
+    }
+
+    std::string layerNorm(const std::string& name, const std::string& x, const std::string& prefix,
+                          std::int64_t hidden, double eps, const char* scaleKey = "weight",
+                          const char* biasKey = "bias")
+    {
+        ir::Attributes a;
+        a.set("axis", std::int64_t{-1});
+        a.set("epsilon", eps);
+        const std::string s = prefix + "." + scaleKey;
+        const std::string b = prefix + "." + biasKey;
+        return add(name, OpKind::LayerNorm,
+                   {x, init(resolve(s), weight(s, {hidden})),
+                    init(resolve(b), weight(b, {hidden}))},
+                   a);
+    }
+
+    std::string rmsNorm(const std::string& name, const std::string& x, const std::string& wName,
+                        std::int64_t hidden, double eps)
+    {
+        ir::Attributes a;
+        a.set("axis", std::int64_t{-1});
+        a.set("epsilon", eps);
+        return add(name, OpKind::RMSNorm, {x, init(resolve(wName), weight(wName, {hidden}))}, a);
+    }
+
+    std::string reshape(const std::string& name, const std::string& x,
+                        const std::vector<std::int64_t>& shape)
+    {
+        return add(name, OpKind::Reshape, {x, ints(shape)});
+    }
+
+    std::string transpose(const std::string& name, const std::string& x,
+                          const std::vector<std::int64_t>& perm)
+    {
+        ir::Attributes a;
+        a.set("perm", perm);
+        return add(name, OpKind::Transpose, {x}, a);
+    }
+
+    std::string softmax(const std::string& name, const std::string& x)
+    {
+        ir::Attributes a;
+        a.set("axis", std::int64_t{-1});
+        return add(name, OpKind::Softmax, {x}, a);
+    }
+
+    /// Positions 0..S-1 of the token input ([S] int64), S read from its shape at run time.
+    std::string positions(const std::string& ids)
+    {
+        const std::string shape = add("positions.shape", OpKind::Shape, {ids});
+        const std::string len =
+            add("positions.length", OpKind::Gather, {shape, scalarInt(1)});
+        return add("positions", OpKind::Range, {scalarInt(0), len, scalarInt(1)});
+    }
+
+    /// Additive causal mask [S, S]: 0 on and below the diagonal, the lowest float above it
+    /// (what Hugging Face adds for masked positions).
+    std::string causalMask(const std::string& pos)
+    {
+        const std::string rows = add("causal_mask.rows", OpKind::Unsqueeze, {pos, ints({1})});
+        const std::string cols = add("causal_mask.cols", OpKind::Unsqueeze, {pos, ints({0})});
+        const std::string future = add("causal_mask.future", OpKind::Less, {rows, cols});
+        return add("causal_mask", OpKind::Where,
+                   {future, scalarFloat("const.f32.lowest", std::numeric_limits<float>::lowest()),
+                    scalarFloat("const.f32.zero", 0.0f)});
+    }
+
+    /// Multi-head attention core: q [B, S, heads*hd], k, v [B, S, kvHeads*hd] (already projected)
+    /// -> [B, S, heads*hd]. Rotary (cos, sin [1, S, hd/2]) when given; `mask` is additive and
+    /// broadcasts against the scores [B, kvHeads, heads/kvHeads, S, S].
+    std::string attention(const std::string& p, std::string q, std::string k, std::string v,
+                          std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
+                          const std::string& mask, const std::string& cos = {},
+                          const std::string& sin = {})
+    {
+        const std::int64_t rep = heads / kvHeads;
+        q = transpose(p + ".q_heads", reshape(p + ".q_split", q, {0, 0, heads, headDim}),
+                      {0, 2, 1, 3});
+        k = transpose(p + ".k_heads", reshape(p + ".k_split", k, {0, 0, kvHeads, headDim}),
+                      {0, 2, 1, 3});
+        v = transpose(p + ".v_heads", reshape(p + ".v_split", v, {0, 0, kvHeads, headDim}),
+                      {0, 2, 1, 3});
+        if (!cos.empty()) {
+            q = add(p + ".q_rotary", OpKind::RotaryEmbedding, {q, cos, sin});
+            k = add(p + ".k_rotary", OpKind::RotaryEmbedding, {k, cos, sin});
+        }
+        // Grouped-query attention without copying K/V: query heads grouped by the K/V head
+        // they share, [B, kvHeads, rep, S, hd] against [B, kvHeads, 1, hd, S].
+        q = reshape(p + ".q_groups", q, {0, kvHeads, rep, -1, headDim});
+        k = add(p + ".k_groups", OpKind::Unsqueeze, {k, ints({2})});
+        v = add(p + ".v_groups", OpKind::Unsqueeze, {v, ints({2})});
+        const std::string kT = transpose(p + ".k_t", k, {0, 1, 2, 4, 3});
+        std::string s = add(p + ".scores", OpKind::MatMul, {q, kT});
+        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+        s = add(p + ".scale", OpKind::Mul,
+                {s, scalarFloat("const.f32.attn_scale." + std::to_string(headDim), scale)});
+        s = add(p + ".mask", OpKind::Add, {s, mask});
+        s = softmax(p + ".softmax", s);
+        std::string o = add(p + ".context", OpKind::MatMul, {s, v});
+        o = reshape(p + ".context_heads", o, {0, heads, -1, headDim});
+        o = transpose(p + ".context_t", o, {0, 2, 1, 3});
+        return reshape(p + ".context_merge", o, {0, 0, heads * headDim});
+    }
+
+    Result<ir::Graph> finish()
+    {
+        if (auto r = g.validate(m_path); !r)
+            return r.error();
+        return std::move(g);
+    }
+
+private:
+    const std::map<std::string, at::Tensor>& m_weights;
+    std::string m_path;
+    std::vector<std::string> m_prefixes;
+    std::map<std::string, at::Tensor> m_cache;
+};
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// ---- BERT -------------------------------------------------------------------------------------
+
+ir::Graph buildBert(const Params& c, const std::map<std::string, at::Tensor>& weights,
+                    const std::string& path)
+{
+    const std::int64_t hidden = c.integer("hidden_size");
+    const std::int64_t layers = c.integer("num_hidden_layers", {}, 1, 1024);
+    const std::int64_t heads = c.integer("num_attention_heads");
+    const std::int64_t inter = c.integer("intermediate_size");
+    const std::int64_t vocab = c.integer("vocab_size");
+    const std::int64_t maxPos = c.integer("max_position_embeddings");
+    const std::int64_t typeVocab = c.integer("type_vocab_size", 2);
+    const double eps = c.number("layer_norm_eps", 1e-12);
+    const std::string act = c.text("hidden_act", "gelu");
+    if (hidden % heads != 0)
+        throw BuildError{Error::badInput(path, "config.json: hidden_size " + str(hidden) +
+                                                   " is not a multiple of num_attention_heads " +
+                                                   str(heads))};
+    if (c.text("position_embedding_type", "absolute") != "absolute")
+        throw BuildError{Error::unsupported(path, "BERT position_embedding_type '" +
+                                                      c.text("position_embedding_type", "") +
+                                                      "' is not supported (only absolute)")};
+    if (act != "gelu" && act != "relu" && act != "gelu_new" && act != "gelu_pytorch_tanh")
+        throw BuildError{Error::unsupported(path, "BERT hidden_act '" + act +
+                                                      "' is not supported")};
+    const std::int64_t headDim = hidden / heads;
+
+    Net n("bert", weights, path, {"", "bert."});
+    const std::string ids = n.input("input_ids", {-1, -1}, ir::DType::Int64);
+    const std::string maskIn = n.input("attention_mask", {-1, -1}, ir::DType::Int64);
+    const std::string E = "embeddings.";
+    auto table = [&](const std::string& name, std::int64_t rows) {
+        return n.init(n.resolve(E + name + ".weight"), n.weight(E + name + ".weight",
+                                                                {rows, hidden}));
+    };
+    std::string x =
+        n.add("embeddings.word", OpKind::Gather, {table("word_embeddings", vocab), ids});
+    // token_type_ids default to 0: every token adds row 0 of the token-type table.
+    const std::string type0 = n.add("embeddings.token_type", OpKind::Gather,
+                                    {table("token_type_embeddings", typeVocab), n.scalarInt(0)});
+    x = n.add("embeddings.add_token_type", OpKind::Add, {x, type0});
+    const std::string pos = n.positions(ids);
+    const std::string posEmb = n.add("embeddings.position", OpKind::Gather,
+                                     {table("position_embeddings", maxPos), pos});
+    x = n.add("embeddings.add_position", OpKind::Add, {x, posEmb});
+    x = n.layerNorm("embeddings.norm", x, "embeddings.LayerNorm", hidden, eps);
+
+    // Padding mask: 0 where attention_mask is 1, the lowest float where it is 0; [B, 1, 1, S].
+    ir::Attributes toFloat;
+    toFloat.set("to", std::int64_t{1});
+    std::string m = n.add("attention_mask.float", OpKind::Cast, {maskIn}, toFloat);
+    m = n.add("attention_mask.invert", OpKind::Sub, {n.scalarFloat("const.f32.one", 1.0f), m});
+    m = n.add("attention_mask.bias", OpKind::Mul,
+              {m, n.scalarFloat("const.f32.lowest", std::numeric_limits<float>::lowest())});
+    // [B, 1, 1, 1, S] against the scores [B, heads, 1, S, S] of Net::attention.
+    m = n.add("attention_mask.broadcast", OpKind::Unsqueeze, {m, n.ints({1, 2, 3})});
+
+    for (std::int64_t i = 0; i < layers; ++i) {
+        const std::string p = "layer." + str(i);
+        const std::string hf = "encoder.layer." + str(i) + ".";
+        const std::string q = n.linear(p + ".attn.q_proj", x, hf + "attention.self.query.weight",
+                                       hidden, hidden, hf + "attention.self.query.bias");
+        const std::string k = n.linear(p + ".attn.k_proj", x, hf + "attention.self.key.weight",
+                                       hidden, hidden, hf + "attention.self.key.bias");
+        const std::string v = n.linear(p + ".attn.v_proj", x, hf + "attention.self.value.weight",
+                                       hidden, hidden, hf + "attention.self.value.bias");
+        std::string a = n.attention(p + ".attn", q, k, v, heads, heads, headDim, m);
+        a = n.linear(p + ".attn.o_proj", a, hf + "attention.output.dense.weight", hidden, hidden,
+                     hf + "attention.output.dense.bias");
+        a = n.add(p + ".attn.residual", OpKind::Add, {a, x});
+        x = n.layerNorm(p + ".attn.norm", a, hf + "attention.output.LayerNorm", hidden, eps);
+        std::string f = n.linear(p + ".mlp.up_proj", x, hf + "intermediate.dense.weight", hidden,
+                                 inter, hf + "intermediate.dense.bias");
+        if (act == "relu") {
+            f = n.add(p + ".mlp.act", OpKind::Relu, {f});
+        } else {
+            ir::Attributes ga;
+            ga.set("approximate", std::string(act == "gelu" ? "none" : "tanh"));
+            f = n.add(p + ".mlp.act", OpKind::Gelu, {f}, ga);
+        }
+        f = n.linear(p + ".mlp.down_proj", f, hf + "output.dense.weight", inter, hidden,
+                     hf + "output.dense.bias");
+        f = n.add(p + ".mlp.residual", OpKind::Add, {f, x});
+        x = n.layerNorm(p + ".mlp.norm", f, hf + "output.LayerNorm", hidden, eps);
+    }
+    x = n.add("last_hidden_state", OpKind::Identity, {x});
+    n.output(x, {-1, -1, hidden});
+    n.g.metadata["task"] = "embedding";
+    n.g.metadata["model_type"] = "bert";
+    n.g.metadata["pad_token_id"] = str(c.integer("pad_token_id", 0, 0, vocab - 1));
+    n.g.metadata["context_length"] = str(maxPos);
+    n.g.opsetVersion = 20;
+    auto g = n.finish();
+    if (!g)
+        throw BuildError{g.error()};
+    return std::move(g).value();
+}
+
+// ---- Llama ------------------------------------------------------------------------------------
+
+struct LlamaSpec {
+    std::int64_t hidden = 0;
+    std::int64_t layers = 0;
+    std::int64_t heads = 0;
+    std::int64_t kvHeads = 0;
+    std::int64_t headDim = 0;
+    std::int64_t inter = 0;
+    std::int64_t vocab = 0;
+    std::int64_t maxPos = 0;
+    double eps = 1e-6;
+    double theta = 10000.0;
+    bool tied = false;
+    bool attentionBias = false;
+    bool mlpBias = false;
+};
+
+void checkLlama(const LlamaSpec& s, const std::string& path, const std::string& where)
+{
+    if (s.heads % s.kvHeads != 0)
+        throw BuildError{Error::badInput(path, where + ": " + str(s.heads) +
+                                                   " attention heads do not divide into " +
+                                                   str(s.kvHeads) + " key/value heads")};
+    if (s.headDim % 2 != 0)
+        throw BuildError{Error::badInput(path, where + ": head size " + str(s.headDim) +
+                                                   " is odd; rotary embeddings need it even")};
+}
+
+/// The Llama graph from HF-named weights (already renamed when they came from GGUF).
+ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
+{
+    const std::int64_t hd = s.headDim;
+    const std::string ids = n.input("input_ids", {-1, -1}, ir::DType::Int64);
+    const at::Tensor embed = n.weight("model.embed_tokens.weight", {s.vocab, s.hidden});
+    const std::string embedName = n.init(n.resolve("model.embed_tokens.weight"), embed);
+    std::string x = n.add("embed_tokens", OpKind::Gather, {embedName, ids});
+
+    // Rotary tables as Hugging Face computes them (float32): inv_freq = 1 / theta^(2i / hd),
+    // angle = position * inv_freq, cos/sin [1, S, hd/2]; the half-rotation layout.
+    const at::Tensor exponent =
+        at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
+        static_cast<double>(hd);
+    const at::Tensor invFreq = at::reciprocal(at::pow(s.theta, exponent));
+    const std::string pos = n.positions(ids);
+    ir::Attributes toFloat;
+    toFloat.set("to", std::int64_t{1});
+    std::string angle = n.add("rotary.positions", OpKind::Cast, {pos}, toFloat);
+    angle = n.add("rotary.positions_column", OpKind::Unsqueeze, {angle, n.ints({1})});
+    angle = n.add("rotary.angles", OpKind::Mul, {angle, n.init("rotary.inv_freq", invFreq)});
+    angle = n.add("rotary.angles_batch", OpKind::Unsqueeze, {angle, n.ints({0})});
+    const std::string cos = n.add("rotary.cos", OpKind::Cos, {angle});
+    const std::string sin = n.add("rotary.sin", OpKind::Sin, {angle});
+    // [S, S] broadcast against the scores [B, kvHeads, rep, S, S].
+    const std::string mask = n.causalMask(pos);
+
+    const std::int64_t qOut = s.heads * hd;
+    const std::int64_t kvOut = s.kvHeads * hd;
+    for (std::int64_t i = 0; i < s.layers; ++i) {
+        const std::string p = "layer." + str(i);
+        const std::string hf = "model.layers." + str(i) + ".";
+        auto bias = [&](const std::string& w, bool on) {
+            return on ? hf + w + ".bias" : std::string();
+        };
+        std::string h = n.rmsNorm(p + ".input_norm", x, hf + "input_layernorm.weight", s.hidden,
+                                  s.eps);
+        const std::string q = n.linear(p + ".attn.q_proj", h, hf + "self_attn.q_proj.weight",
+                                       s.hidden, qOut, bias("self_attn.q_proj", s.attentionBias));
+        const std::string k = n.linear(p + ".attn.k_proj", h, hf + "self_attn.k_proj.weight",
+                                       s.hidden, kvOut, bias("self_attn.k_proj", s.attentionBias));
+        const std::string v = n.linear(p + ".attn.v_proj", h, hf + "self_attn.v_proj.weight",
+                                       s.hidden, kvOut, bias("self_attn.v_proj", s.attentionBias));
+        std::string a = n.attention(p + ".attn", q, k, v, s.heads, s.kvHeads, hd, mask, cos, sin);
+        a = n.linear(p + ".attn.o_proj", a, hf + "self_attn.o_proj.weight", qOut, s.hidden,
+                     bias("self_attn.o_proj", s.attentionBias));
+        x = n.add(p + ".attn.residual", OpKind::Add, {x, a});
+        h = n.rmsNorm(p + ".post_attention_norm", x, hf + "post_attention_layernorm.weight",
+                      s.hidden, s.eps);
+        std::string gate = n.linear(p + ".mlp.gate_proj", h, hf + "mlp.gate_proj.weight",
+                                    s.hidden, s.inter, bias("mlp.gate_proj", s.mlpBias));
+        const std::string up = n.linear(p + ".mlp.up_proj", h, hf + "mlp.up_proj.weight",
+                                        s.hidden, s.inter, bias("mlp.up_proj", s.mlpBias));
+        gate = n.add(p + ".mlp.act", OpKind::Silu, {gate});
+        std::string f = n.add(p + ".mlp.gated", OpKind::Mul, {gate, up});
+        f = n.linear(p + ".mlp.down_proj", f, hf + "mlp.down_proj.weight", s.inter, s.hidden,
+                     bias("mlp.down_proj", s.mlpBias));
+        x = n.add(p + ".mlp.residual", OpKind::Add, {x, f});
+    }
+    x = n.rmsNorm("norm", x, "model.norm.weight", s.hidden, s.eps);
+    std::string logits;
+    if (n.has("lm_head.weight")) {
+        logits = n.linear("lm_head", x, "lm_head.weight", s.hidden, s.vocab);
+    } else if (s.tied) {
+        // Tied: the LM head reads the embedding table transposed, one tensor for both.
+        logits = n.add("lm_head", OpKind::MatMul, {x, n.init("lm_head.weight", embed.t())});
+    } else {
+        throw BuildError{Error::badInput(n.path(), "tensor '" + n.display("lm_head.weight") +
+                                                       "' is missing and the config does not "
+                                                       "tie it to the embeddings")};
+    }
+    logits = n.add("logits", OpKind::Identity, {logits});
+    n.output(logits, {-1, -1, s.vocab});
+    n.g.metadata["task"] = "lm";
+    n.g.metadata["model_type"] = "llama";
+    n.g.metadata["context_length"] = str(s.maxPos);
+    n.g.metadata["vocab_size"] = str(s.vocab);
+    n.g.opsetVersion = 23;
+    auto g = n.finish();
+    if (!g)
+        throw BuildError{g.error()};
+    return std::move(g).value();
+}
+
+ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& weights,
+                     const std::string& path)
+{
+    LlamaSpec s;
+    s.hidden = c.integer("hidden_size");
+    s.layers = c.integer("num_hidden_layers", {}, 1, 1024);
+    s.heads = c.integer("num_attention_heads");
+    s.kvHeads = c.integer("num_key_value_heads", s.heads);
+    if (s.hidden % s.heads != 0 && !c.has("head_dim"))
+        throw BuildError{Error::badInput(path, "config.json: hidden_size " + str(s.hidden) +
+                                                   " is not a multiple of num_attention_heads " +
+                                                   str(s.heads))};
+    s.headDim = c.integer("head_dim", s.hidden / s.heads);
+    s.inter = c.integer("intermediate_size");
+    s.vocab = c.integer("vocab_size");
+    s.maxPos = c.integer("max_position_embeddings", 2048);
+    s.eps = c.number("rms_norm_eps", 1e-6);
+    s.tied = c.flag("tie_word_embeddings", false);
+    s.attentionBias = c.flag("attention_bias", false);
+    s.mlpBias = c.flag("mlp_bias", false);
+    if (c.text("hidden_act", "silu") != "silu")
+        throw BuildError{Error::unsupported(path, "llama hidden_act '" +
+                                                      c.text("hidden_act", "") +
+                                                      "' is not supported (only silu)")};
+    // transformers >= 5 writes rope settings as "rope_parameters"; older ones as rope_theta
+    // and rope_scaling. Only the default (unscaled) rope is supported.
+    s.theta = c.number("rope_theta", 10000.0);
+    if (c.has("rope_parameters")) {
+        const Params rope(c.raw()["rope_parameters"], path, "config.json rope_parameters");
+        s.theta = rope.number("rope_theta", s.theta);
+        if (rope.text("rope_type", "default") != "default")
+            throw BuildError{Error::unsupported(path, "rope_type '" +
+                                                          rope.text("rope_type", "") +
+                                                          "' is not supported (only default)")};
+    }
+    if (c.has("rope_scaling"))
+        throw BuildError{Error::unsupported(path, "rope_scaling is not supported")};
+    checkLlama(s, path, "config.json");
+    Net n("llama", weights, path, {"", "model.", "base_model."});
+    // HF names carry "model." already; the prefixes above let bare names ("layers.0...") work.
+    return buildLlamaGraph(s, n);
+}
+
+// ---- GPT-2 ------------------------------------------------------------------------------------
+
+ir::Graph buildGpt2(const Params& c, const std::map<std::string, at::Tensor>& weights,
+                    const std::string& path)
+{
+    const std::int64_t hidden = c.integer("n_embd");
+    const std::int64_t layers = c.integer("n_layer", {}, 1, 1024);
+    const std::int64_t heads = c.integer("n_head");
+    const std::int64_t inter = c.integer("n_inner", 4 * hidden);
+    const std::int64_t vocab = c.integer("vocab_size");
+    const std::int64_t maxPos = c.integer("n_positions", 1024);
+    const double eps = c.number("layer_norm_epsilon", 1e-5);
+    const std::string act = c.text("activation_function", "gelu_new");
+    if (hidden % heads != 0)
+        throw BuildError{Error::badInput(path, "config.json: n_embd " + str(hidden) +
+                                                   " is not a multiple of n_head " + str(heads))};
+    if (act != "gelu_new" && act != "gelu" && act != "gelu_pytorch_tanh" && act != "relu")
+        throw BuildError{Error::unsupported(path, "GPT-2 activation_function '" + act +
+                                                      "' is not supported")};
+    if (c.flag("scale_attn_by_inverse_layer_idx", false) ||
+        c.flag("reorder_and_upcast_attn", false) || !c.flag("scale_attn_weights", true))
+        throw BuildError{Error::unsupported(path, "GPT-2 attention scaling options other than "
+                                                  "the default are not supported")};
+    const std::int64_t headDim = hidden / heads;
+
+    Net n("gpt2", weights, path, {"", "transformer."});
+    const std::string ids = n.input("input_ids", {-1, -1}, ir::DType::Int64);
+    const at::Tensor wte = n.weight("wte.weight", {vocab, hidden});
+    const std::string wteName = n.init(n.resolve("wte.weight"), wte);
+    std::string x = n.add("wte", OpKind::Gather, {wteName, ids});
+    const std::string pos = n.positions(ids);
+    const std::string wpe = n.add(
+        "wpe", OpKind::Gather,
+        {n.init(n.resolve("wpe.weight"), n.weight("wpe.weight", {maxPos, hidden})), pos});
+    x = n.add("embeddings", OpKind::Add, {x, wpe});
+    const std::string mask = n.causalMask(pos);
+    ir::Attributes gelu;
+    gelu.set("approximate", std::string(act == "gelu" ? "none" : "tanh"));
+
+    for (std::int64_t i = 0; i < layers; ++i) {
+        const std::string p = "layer." + str(i);
+        const std::string hf = "h." + str(i) + ".";
+        std::string h = n.layerNorm(p + ".ln_1", x, hf + "ln_1", hidden, eps);
+        h = n.conv1d(p + ".attn.c_attn", h, hf + "attn.c_attn.weight", hf + "attn.c_attn.bias",
+                     hidden, 3 * hidden);
+        ir::Attributes split;
+        split.set("axis", std::int64_t{-1});
+        const auto qkv = n.addMulti(p + ".attn.split", OpKind::Split,
+                                    {h, n.ints({hidden, hidden, hidden})},
+                                    {p + ".attn.q", p + ".attn.k", p + ".attn.v"}, split);
+        std::string a = n.attention(p + ".attn", qkv[0], qkv[1], qkv[2], heads, heads, headDim,
+                                    mask);
+        a = n.conv1d(p + ".attn.c_proj", a, hf + "attn.c_proj.weight", hf + "attn.c_proj.bias",
+                     hidden, hidden);
+        x = n.add(p + ".attn.residual", OpKind::Add, {a, x});
+        h = n.layerNorm(p + ".ln_2", x, hf + "ln_2", hidden, eps);
+        h = n.conv1d(p + ".mlp.c_fc", h, hf + "mlp.c_fc.weight", hf + "mlp.c_fc.bias", hidden,
+                     inter);
+        h = act == "relu" ? n.add(p + ".mlp.act", OpKind::Relu, {h})
+                          : n.add(p + ".mlp.act", OpKind::Gelu, {h}, gelu);
+        h = n.conv1d(p + ".mlp.c_proj", h, hf + "mlp.c_proj.weight", hf + "mlp.c_proj.bias",
+                     inter, hidden);
+        x = n.add(p + ".mlp.residual", OpKind::Add, {x, h});
+    }
+    x = n.layerNorm("ln_f", x, "ln_f", hidden, eps);
+    std::string logits;
+    if (n.has("lm_head.weight"))
+        logits = n.linear("lm_head", x, "lm_head.weight", hidden, vocab);
+    else
+        logits = n.add("lm_head", OpKind::MatMul, {x, n.init("lm_head.weight", wte.t())});
+    logits = n.add("logits", OpKind::Identity, {logits});
+    n.output(logits, {-1, -1, vocab});
+    n.g.metadata["task"] = "lm";
+    n.g.metadata["model_type"] = "gpt2";
+    n.g.metadata["context_length"] = str(maxPos);
+    n.g.metadata["vocab_size"] = str(vocab);
+    n.g.opsetVersion = 20;
+    auto g = n.finish();
+    if (!g)
+        throw BuildError{g.error()};
+    return std::move(g).value();
+}
+
+// ---- RNN --------------------------------------------------------------------------------------
+
+/// Reorders the gate blocks of a [gates * H, ...] tensor.
+at::Tensor reorderGates(const at::Tensor& t, const std::vector<std::int64_t>& order)
+{
+    const auto chunks = t.chunk(static_cast<std::int64_t>(order.size()), 0);
+    std::vector<at::Tensor> parts;
+    for (const auto i : order)
+        parts.push_back(chunks[static_cast<std::size_t>(i)]);
+    return at::cat(parts, 0);
+}
+
+ir::Graph buildRnn(const Params& c, const std::map<std::string, at::Tensor>& weights,
+                   const std::string& path)
+{
+    const std::string mode = c.text("mode", "lstm");
+    if (mode != "lstm" && mode != "gru")
+        throw BuildError{Error::unsupported(path, "RNN mode '" + mode +
+                                                      "' is not supported (lstm or gru)")};
+    const bool lstm = mode == "lstm";
+    const std::int64_t gates = lstm ? 4 : 3;
+    // PyTorch i,f,g,o -> ONNX i,o,f,c; PyTorch r,z,n -> ONNX z,r,h.
+    const std::vector<std::int64_t> order = lstm ? std::vector<std::int64_t>{0, 3, 1, 2}
+                                                 : std::vector<std::int64_t>{1, 0, 2};
+    const std::int64_t inputSize = c.integer("input_size");
+    const std::int64_t hidden = c.integer("hidden_size");
+    const std::int64_t layers = c.integer("num_layers", 1, 1, 64);
+    const bool bidirectional = c.flag("bidirectional", false);
+    const bool batchFirst = c.flag("batch_first", false);
+    if (c.has("proj_size") && c.integer("proj_size", 0, 0) != 0)
+        throw BuildError{Error::unsupported(path, "LSTM proj_size is not supported")};
+    const std::int64_t dirs = bidirectional ? 2 : 1;
+
+    Net n(mode, weights, path, {""});
+    const std::string in = n.input("input", {-1, -1, inputSize}, ir::DType::Float32);
+    std::string x = batchFirst ? n.transpose("input.time_major", in, {1, 0, 2}) : in;
+    std::vector<std::string> hs;
+    std::vector<std::string> cs;
+    const bool hasBias = n.has("bias_ih_l0");
+    for (std::int64_t l = 0; l < layers; ++l) {
+        const std::int64_t width = l == 0 ? inputSize : hidden * dirs;
+        std::vector<at::Tensor> w;
+        std::vector<at::Tensor> r;
+        std::vector<at::Tensor> b;
+        for (std::int64_t d = 0; d < dirs; ++d) {
+            const std::string suffix = "_l" + str(l) + (d == 1 ? "_reverse" : "");
+            w.push_back(reorderGates(n.weight("weight_ih" + suffix, {gates * hidden, width}),
+                                     order));
+            r.push_back(reorderGates(n.weight("weight_hh" + suffix, {gates * hidden, hidden}),
+                                     order));
+            if (hasBias)
+                b.push_back(at::cat(
+                    {reorderGates(n.weight("bias_ih" + suffix, {gates * hidden}), order),
+                     reorderGates(n.weight("bias_hh" + suffix, {gates * hidden}), order)}));
+        }
+        const std::string p = mode + "." + str(l);
+        std::vector<std::string> inputs{x, n.init(p + ".W", at::stack(w)),
+                                        n.init(p + ".R", at::stack(r))};
+        inputs.push_back(hasBias ? n.init(p + ".B", at::stack(b)) : std::string());
+        ir::Attributes a;
+        a.set("hidden_size", hidden);
+        a.set("direction", std::string(bidirectional ? "bidirectional" : "forward"));
+        if (!lstm)
+            a.set("linear_before_reset", std::int64_t{1});
+        std::vector<std::string> outs{p, p + ".h"};
+        if (lstm)
+            outs.push_back(p + ".c");
+        outs = n.addMulti(p, lstm ? OpKind::LSTM : OpKind::GRU, inputs, outs, a);
+        hs.push_back(outs[1]);
+        if (lstm)
+            cs.push_back(outs[2]);
+        // Y [S, dirs, B, H] -> [S, B, dirs * H], the next layer's input.
+        x = n.transpose(p + ".directions", outs[0], {0, 2, 1, 3});
+        x = n.reshape(p + ".merge", x, {0, 0, -1});
+    }
+    ir::Attributes cat;
+    cat.set("axis", std::int64_t{0});
+    x = batchFirst ? n.transpose("output", x, {1, 0, 2}) : n.add("output", OpKind::Identity, {x});
+    n.output(x, {-1, -1, dirs * hidden});
+    n.output(n.add("h_n", OpKind::Concat, hs, cat), {layers * dirs, -1, hidden});
+    if (lstm)
+        n.output(n.add("c_n", OpKind::Concat, cs, cat), {layers * dirs, -1, hidden});
+    n.g.metadata["task"] = "sequence";
+    n.g.metadata["model_type"] = mode;
+    auto g = n.finish();
+    if (!g)
+        throw BuildError{g.error()};
+    return std::move(g).value();
+}
+
+template <typename F>
+Result<ir::Graph> guarded(const std::string& path, F&& f)
+{
+    try {
+        c10::InferenceMode guard;
+        return f();
+    } catch (const BuildError& e) {
+        return e.error;
+    } catch (const c10::Error& e) {
+        return Error::badInput(path, std::string("building the graph failed: ") +
+                                         e.what_without_backtrace());
+    } catch (const std::bad_alloc&) {
+        return Error::runtime("out of memory while building the graph", path);
+    } catch (const nlohmann::json::exception& e) {
+        return Error::badInput(path, std::string("config: ") + e.what());
+    }
+}
+
+} // namespace
+
+Result<ir::Graph> buildFromHfConfig(const nlohmann::json& config,
+                                    const std::map<std::string, at::Tensor>& weights,
+                                    const std::string& path)
+{
+    return guarded(path, [&]() -> ir::Graph {
+        if (!config.is_object())
+            throw BuildError{Error::badInput(path, "config.json is not a JSON object")};
+        const Params c(config, path, "config.json");
+        if (!c.has("model_type"))
+            throw BuildError{Error::badInput(path, "config.json has no \"model_type\"")};
+        const std::string type = c.text("model_type", "");
+        if (type == "bert")
+            return buildBert(c, weights, path);
+        if (type == "llama")
+            return buildLlama(c, weights, path);
+        if (type == "gpt2")
+            return buildGpt2(c, weights, path);
+        throw BuildError{Error::unsupported(path, "model_type '" + type +
+                                                      "' is not supported (bert, llama, gpt2)")};
+    });
+}
+
+Result<ir::Graph> buildLlamaFromGguf(const nlohmann::json& hparams,
+                                     const std::map<std::string, at::Tensor>& weights,
+                                     const std::string& path)
+{
+    return guarded(path, [&]() -> ir::Graph {
+        const Params h(hparams, path, "GGUF metadata");
+        LlamaSpec s;
+        s.hidden = h.integer("llama.embedding_length");
+        s.layers = h.integer("llama.block_count", {}, 1, 1024);
+        s.heads = h.integer("llama.attention.head_count");
+        s.kvHeads = h.integer("llama.attention.head_count_kv", s.heads);
+        if (s.hidden % s.heads != 0)
+            throw BuildError{Error::badInput(path, "GGUF metadata: embedding_length " +
+                                                       str(s.hidden) +
+                                                       " is not a multiple of head_count " +
+                                                       str(s.heads))};
+        s.headDim = s.hidden / s.heads;
+        if (h.has("llama.rope.dimension_count") &&
+            h.integer("llama.rope.dimension_count") != s.headDim)
+            throw BuildError{Error::unsupported(path, "partial rotary embeddings "
+                                                      "(llama.rope.dimension_count != head size) "
+                                                      "are not supported")};
+        s.eps = h.number("llama.attention.layer_norm_rms_epsilon", 1e-5);
+        s.theta = h.number("llama.rope.freq_base", 10000.0);
+        s.maxPos = h.integer("llama.context_length", 2048);
+        s.tied = true;  // llama.cpp reads token_embd when there is no output.weight
+        if (weights.count("rope_freqs.weight") != 0)
+            throw BuildError{Error::unsupported(path, "scaled rope (rope_freqs.weight) is not "
+                                                      "supported")};
+        auto need = [&](const std::string& name) -> const at::Tensor& {
+            auto it = weights.find(name);
+            if (it == weights.end() || !it->second.defined())
+                throw BuildError{Error::badInput(path, "tensor '" + name + "' is missing")};
+            return it->second;
+        };
+        const at::Tensor& embd = need("token_embd.weight");
+        if (embd.dim() != 2 || embd.size(1) != s.hidden)
+            throw BuildError{Error::badInput(path, "tensor 'token_embd.weight' has shape " +
+                                                       shapeText(embd.sizes()) + ", expected [" +
+                                                       "vocab, " + str(s.hidden) + "]")};
+        s.vocab = embd.size(0);
+        s.inter = h.integer("llama.feed_forward_length",
+                            need("blk.0.ffn_gate.weight").dim() == 2
+                                ? std::optional<std::int64_t>(need("blk.0.ffn_gate.weight").size(0))
+                                : std::nullopt);
+        checkLlama(s, path, "GGUF metadata");
+
+        // Rename to HF names. llama.cpp's converter permuted the rows of attn_q / attn_k
+        // within each head from the half-rotation layout to interleaved pairs
+        // (row h*hd + 2j + s <- HF row h*hd + s*hd/2 + j); undo it so the HF graph applies.
+        std::map<std::string, at::Tensor> hf;
+        std::map<std::string, std::string> source;
+        auto put = [&](const std::string& hfName, const std::string& ggufName) {
+            hf[hfName] = need(ggufName);
+            source[hfName] = ggufName;
+        };
+        auto unpermute = [&](const std::string& hfName, const std::string& ggufName,
+                             std::int64_t heads) {
+            const at::Tensor& t = need(ggufName);
+            source[hfName] = ggufName;
+            if (t.dim() != 2 || t.size(0) != heads * s.headDim) {
+                hf[hfName] = t;  // the shape check in the builder names it
+                return;
+            }
+            hf[hfName] = t.reshape({heads, s.headDim / 2, 2, t.size(1)})
+                             .transpose(1, 2)
+                             .reshape({heads * s.headDim, t.size(1)})
+                             .contiguous();
+        };
+        put("model.embed_tokens.weight", "token_embd.weight");
+        for (std::int64_t i = 0; i < s.layers; ++i) {
+            const std::string b = "blk." + str(i) + ".";
+            const std::string l = "model.layers." + str(i) + ".";
+            put(l + "input_layernorm.weight", b + "attn_norm.weight");
+            unpermute(l + "self_attn.q_proj.weight", b + "attn_q.weight", s.heads);
+            unpermute(l + "self_attn.k_proj.weight", b + "attn_k.weight", s.kvHeads);
+            put(l + "self_attn.v_proj.weight", b + "attn_v.weight");
+            put(l + "self_attn.o_proj.weight", b + "attn_output.weight");
+            put(l + "post_attention_layernorm.weight", b + "ffn_norm.weight");
+            put(l + "mlp.gate_proj.weight", b + "ffn_gate.weight");
+            put(l + "mlp.up_proj.weight", b + "ffn_up.weight");
+            put(l + "mlp.down_proj.weight", b + "ffn_down.weight");
+        }
+        put("model.norm.weight", "output_norm.weight");
+        if (weights.count("output.weight") != 0)
+            put("lm_head.weight", "output.weight");
+        Net n("llama", hf, path, {""});
+        n.sourceNames = source;
+        return buildLlamaGraph(s, n);
+    });
+}
+
+Result<ir::Graph> buildRnnFromTorch(const nlohmann::json& config,
+                                    const std::map<std::string, at::Tensor>& weights,
+                                    const std::string& path)
+{
+    return guarded(path, [&]() -> ir::Graph {
+        if (!config.is_object())
+            throw BuildError{Error::badInput(path, "RNN config is not a JSON object")};
+        return buildRnn(Params(config, path, "RNN config"), weights, path);
+    });
+}
+
+} // namespace bitlens::model
