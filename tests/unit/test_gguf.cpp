@@ -214,6 +214,23 @@ TEST(Gguf, WriterRoundTripsMetadataAndTensors)
     }
 }
 
+// Version 2 differs from 3 only in what 3 added (big-endian files): the same bytes read.
+TEST(Gguf, ReadsVersion2)
+{
+    TempDir dir;
+    std::map<std::string, at::Tensor> sources;
+    auto w = fullWriter(sources);
+    ASSERT_TRUE(w.write(dir.file("v3.gguf")).ok());
+    auto bytes = readBytes(dir.file("v3.gguf"));
+    bytes[4] = 2;
+    writeBytes(dir.file("v2.gguf"), bytes);
+    auto file = io::GgufFile::open(dir.file("v2.gguf"));
+    ASSERT_TRUE(file.ok()) << file.error().userMessage();
+    EXPECT_EQ(file->version(), 2u);
+    EXPECT_TRUE(sameBits(file->dequantize("q4_k").value(),
+                         io::GgufFile::open(dir.file("v3.gguf"))->dequantize("q4_k").value()));
+}
+
 TEST(Gguf, GgufPyReadsOurFileAndDequantizesAsWeDo)
 {
     BITLENS_PYTHON_OR_SKIP(python);

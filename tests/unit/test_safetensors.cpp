@@ -313,6 +313,34 @@ TEST(Safetensors, EveryTruncationIsRefused)
     }
 }
 
+TEST(Safetensors, DeeplyNestedHeaderIsRefusedWithoutRecursion)
+{
+    TempDir dir;
+    const std::string path = dir.file("deep.safetensors");
+    const std::string header = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    writeBytes(path, fileOf(header, 0));
+    auto r = io::readSafetensors(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, "tensor 'a' is not described by a JSON object");
+}
+
+// A header whose length is not a multiple of 8 (other writers do not pad) leaves float data
+// unaligned: those tensors are copied, and read the same.
+TEST(Safetensors, MisalignedTensorsAreCopied)
+{
+    TempDir dir;
+    const std::string path = dir.file("odd.safetensors");
+    const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    ASSERT_NE((8 + header.size()) % 4, 0u);
+    auto bytes = fileOf(header, 8);
+    const float values[2] = {1.5f, -2.25f};
+    std::memcpy(bytes.data() + 8 + header.size(), values, 8);
+    writeBytes(path, bytes);
+    auto r = io::readSafetensors(path);
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    EXPECT_TRUE(at::equal(r->tensors.at("w"), at::tensor({1.5f, -2.25f})));
+}
+
 TEST(Safetensors, HugeHeaderLengthIsRefusedBeforeReading)
 {
     TempDir dir;
