@@ -80,6 +80,7 @@ int cmdQuantize(const Args& args);
 int cmdCompare(const Args& args);
 int cmdSensitivity(const Args& args);
 int cmdBench(const Args& args);
+int cmdTokenize(const Args& args);
 int dispatch(int argc, char** argv);
 
 } // namespace bitlens::cli

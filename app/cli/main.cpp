@@ -58,6 +58,9 @@ commands:
                                      quantize each layer alone; rank layers by metric drop
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
                                      float vs quantized samples/s, side by side
+  tokenize MODEL --text FILE [--json] [--no-special]
+                                     token ids of a text (MODEL: zoo name, tokenizer.json,
+                                     vocab.txt, or a folder or model file beside one)
 
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
@@ -77,7 +80,7 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--scheme", true}, {"--schemes", true}, {"--calib", true}, {"--eval", true},
     {"--report", true}, {"--format", true}, {"--verify", false}, {"--text", true},
     {"--epochs", true}, {"--lr", true},    {"--steps", true}, {"--seq-len", true},
-    {"--tokens", true}, {"--project", true},
+    {"--tokens", true}, {"--project", true}, {"--no-special", false},
 };
 
 Result<Args> parseArgs(int argc, char** argv, int first)
@@ -787,6 +790,8 @@ int dispatch(int argc, char** argv)
         return cmdSensitivity(*args);
     if (command == "bench")
         return cmdBench(*args);
+    if (command == "tokenize")
+        return cmdTokenize(*args);
     std::fprintf(stderr, "error: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

