@@ -552,7 +552,8 @@ Result<quant::Scheme> requireScheme(const Args& args, const std::string& usage)
 int cmdQuantize(const Args& args)
 {
     auto scheme = requireScheme(args, "quantize MODEL --scheme SCHEME [--calib DATA] "
-                                      "[--eval DATA] [--report FILE.json]");
+                                      "[--eval DATA] [--report FILE.json] "
+                                      "[--out FILE.onnx [--verify]]");
     if (!scheme)
         return fail(scheme.error());
     // --out FILE writes the quantized model in the format its extension names (export.h);

@@ -150,11 +150,13 @@ double maxAbsDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
 {
     double worst = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {
-        const at::Tensor diff = (a[i].to(at::kCPU, at::kFloat) - b[i].to(at::kCPU, at::kFloat)).abs();
+        const at::Tensor diff =
+            (a[i].to(at::kCPU, at::kFloat) - b[i].to(at::kCPU, at::kFloat)).abs();
         const at::Tensor bothNan = at::logical_and(at::isnan(a[i].to(at::kCPU)),
                                                    at::isnan(b[i].to(at::kCPU)));
-        const at::Tensor d = at::where(bothNan, at::zeros_like(diff),
-                                       at::nan_to_num(diff, std::numeric_limits<double>::infinity()));
+        const at::Tensor d =
+            at::where(bothNan, at::zeros_like(diff),
+                      at::nan_to_num(diff, std::numeric_limits<double>::infinity()));
         if (d.numel() > 0)
             worst = std::max(worst, d.max().item<double>());
     }

@@ -71,7 +71,7 @@ struct VerifyResult {
     double sameRoundingTolerance = 0.0;   ///< 0 on the CPU; 1e-5 of outputAbsMax on a GPU
     double outputAbsMax = 0.0;      ///< max |in-app output| (the scale of the outputs)
     double metricTolerance = 0.002; ///< |top-1 file - top-1 in-app| allowed (0.2 points)
-    std::int64_t weightsChecked = 0;    ///< quantized layers whose dequantized weights were compared
+    std::int64_t weightsChecked = 0;    ///< quantized layers whose dequantized weights compared
     std::int64_t weightsMismatched = 0; ///< of those, not bit-identical to the in-app weights
     std::int64_t argmaxDisagreements = 0;  ///< samples whose top-1 class differs (ONNX rounding)
     std::optional<analysis::MetricValue> metricApp;   ///< in-app quantized model (labels only)

@@ -344,6 +344,17 @@ std::optional<std::string> onnxQdqLimitation(const LayerConfig& c)
 {
     if (c.keepFloat)
         return std::nullopt;
+    // The executor runs float8 QDQ (tests/data/qdq), but onnxruntime 1.32 miscomputes such
+    // files once its extended graph optimizations (the default) rewrite them: fashion-cnn with
+    // static float8 weights and activations gives top-1 0.50 instead of 0.93 (0.93 with the
+    // optimizations off). A file its main consumer gets wrong by default is not written.
+    const auto isFloat8 = [](QuantType t) {
+        return t == QuantType::FP8E4M3 || t == QuantType::FP8E5M2;
+    };
+    if (isFloat8(c.weightType) || (c.actMode == ActMode::Static && isFloat8(c.actType)))
+        return "float8 QDQ files are not written: onnxruntime 1.32 with its default graph "
+               "optimizations computes them wrongly (fashion-cnn top-1 0.50 instead of 0.93); "
+               "safetensors (compressed-tensors fp8) holds FP8 weights";
     const auto weightCode = onnxCodeType(c.weightType);
     if (!weightCode)
         return std::string(quant::traits(c.weightType).name) +

@@ -138,6 +138,14 @@ constexpr std::int64_t kBlockedQdqOpset = 21; ///< int4 / uint4, block_size, out
 
 bool isInt4(ir::DType dtype) { return dtype == ir::DType::Int4 || dtype == ir::DType::UInt4; }
 
+bool hasFloat8(const ir::Graph& graph)
+{
+    return std::any_of(graph.initializers.begin(), graph.initializers.end(), [](const auto& kv) {
+        const auto type = kv.second.scalar_type();
+        return type == at::kFloat8_e4m3fn || type == at::kFloat8_e5m2;
+    });
+}
+
 /// Unpacks ONNX INT4 / UINT4 bytes (two values per byte, element 2k in the low nibble, a last
 /// odd element in the low nibble of the last byte) into one code per element: int8 -8..7
 /// (sign-extended: nibble 0xF is -1) or uint8 0..15.
@@ -1036,11 +1044,11 @@ Result<std::vector<std::uint8_t>> OnnxWriter::write()
     m_out.reserve(static_cast<std::size_t>(weightBytes) + (std::size_t{1} << 16));
 
     const std::int64_t opset = writtenOpset(m_graph);
-    // The IR version that introduced the types this opset uses: 9 brought float8 (opset 19),
-    // 10 brought int4 / uint4 (opset 21); onnx.checker rejects older pairings.
-    const std::int64_t irVersion = opset >= kBlockedQdqOpset ? 10
-                                   : opset >= kFloat8Opset   ? 9
-                                                             : kWriteIrVersion;
+    // The IR version that introduced the types and opset used: 9 brought float8 (and opset
+    // 19), 10 brought int4 / uint4 (and opset 21); onnx.checker rejects older pairings.
+    const std::int64_t irVersion = opset >= kBlockedQdqOpset                    ? 10
+                                   : opset >= kFloat8Opset || hasFloat8(m_graph) ? 9
+                                                                                 : kWriteIrVersion;
 
     inferMissingOutputShapes();
 
@@ -1288,9 +1296,13 @@ std::int64_t writtenOpset(const ir::Graph& graph)
     for (const auto& [name, dtype] : graph.initializerTypes)
         if (isInt4(dtype) && graph.initializers.count(name) != 0)
             opset = std::max(opset, kBlockedQdqOpset);
-    for (const auto& [name, tensor] : graph.initializers)
-        if (tensor.scalar_type() == at::kFloat8_e4m3fn || tensor.scalar_type() == at::kFloat8_e5m2)
-            opset = std::max(opset, kFloat8Opset);
+    // QuantizeLinear / DequantizeLinear take float8 from opset 19 on; a float8 initializer
+    // alone needs only IR version 9 (see write()).
+    const bool hasQdq = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const auto& n) {
+        return n.op == ir::OpKind::QuantizeLinear || n.op == ir::OpKind::DequantizeLinear;
+    });
+    if (hasQdq && hasFloat8(graph))
+        opset = std::max(opset, kFloat8Opset);
     return opset;
 }
 

@@ -27,7 +27,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string golden(const std::string& name) { return std::string(BITLENS_TEST_DATA) + "/qdq/" + name; }
+std::string golden(const std::string& name)
+{
+    return std::string(BITLENS_TEST_DATA) + "/qdq/" + name;
+}
 
 /// Bit-level equality (float outputs compared by their bits, so -0 != +0 and NaN == NaN).
 ::testing::AssertionResult sameBits(const at::Tensor& got, const at::Tensor& want)
@@ -126,9 +129,11 @@ TEST(QdqOps, ShapeMismatchesNameTheNode)
     dq.name = "dq1";
     dq.op = ir::OpKind::DequantizeLinear;
     dq.attrs = {};
-    EXPECT_THROW(exec::runNode(dq, {at::zeros({3}, at::kChar), at::ones({}), at::zeros({}, at::kByte)},
+    // The zero point's type differs from the input's.
+    EXPECT_THROW(exec::runNode(dq, {at::zeros({3}, at::kChar), at::ones({}),
+                                    at::zeros({}, at::kByte)},
                                {}),
-                 std::runtime_error);  // zero point type differs from the input's
+                 std::runtime_error);
 }
 
 // ---- INT4 initializers through the writer and reader ------------------------------------
@@ -402,7 +407,8 @@ TEST(ExportVerify, CatchesAWrongActivationScale)
 TEST(ExportRefusals, SchemesOnnxCannotHoldNameTheSchemeAndAlternatives)
 {
     for (const std::string spec : {"w4-nf4", "w4-fp4", "llm-int8", "fp16", "bf16", "fp8-e4m3",
-                                   "dynamic-int8:act-per=token", "static-int8:weight=int2"}) {
+                                   "dynamic-int8:act-per=token", "static-int8:weight=int2",
+                                   "static-int8:weight=fp8_e4m3,act=fp8_e4m3,act-sym=true"}) {
         auto scheme = quant::parseScheme(spec);
         ASSERT_TRUE(scheme.ok()) << spec;
         auto r = exporting::checkExportable(*scheme, exporting::ExportFormat::Onnx);
@@ -462,7 +468,8 @@ TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
     { std::ofstream(path) << "previous"; }
     CancelToken cancel;
     cancel.cancel();
-    r = exporting::exportModel(model, exporting::ExportFormat::Onnx, path, Progress::none(), cancel);
+    r = exporting::exportModel(model, exporting::ExportFormat::Onnx, path, Progress::none(),
+                               cancel);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::Cancelled);
     std::ifstream in(path);
