@@ -9,6 +9,7 @@
 #include "jobs/progress.h"
 #include "jobs/result.h"
 #include "model/model.h"
+#include "quant/engine.h"
 #include "quant/scheme.h"
 
 #include <ATen/ATen.h>
@@ -64,9 +65,11 @@ std::vector<std::string> splitComma(const std::string& text);
 Result<QuantInputs> loadQuantInputs(const Args& args, bool needEval, std::int64_t calibSamples);
 /// The batch layer errors and throughput are measured on: evaluation data, else calibration.
 at::Tensor analysisBatch(const QuantInputs& in);
+/// Prepares and analyzes one scheme; with `keep` set, the quantized model is moved there
+/// (for export).
 Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string& spec,
                                         std::optional<analysis::MetricValue> floatMetric,
-                                        bool quiet);
+                                        bool quiet, quant::QuantizedModel* keep = nullptr);
 std::string dbText(double db);
 Result<void> writeJson(const std::string& path, const nlohmann::json& j);
 /// The front of every single-scheme command: one MODEL and a parseable --scheme.
@@ -81,6 +84,12 @@ int cmdCompare(const Args& args);
 int cmdSensitivity(const Args& args);
 int cmdBench(const Args& args);
 int cmdTokenize(const Args& args);
+int cmdExport(const Args& args);
+/// `quantize --out FILE` / `export`: writes `model` to `out` (format from `format`, else the
+/// extension), verifies it when --verify is given, and adds report["export"]. Returns the exit
+/// code (0 ok).
+int exportQuantized(const Args& args, const QuantInputs& in, const quant::QuantizedModel& model,
+                    nlohmann::json* report);
 int dispatch(int argc, char** argv);
 
 } // namespace bitlens::cli

@@ -4,6 +4,7 @@
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
 #include "exec/device.h"
+#include "export/export.h"
 #include "export/report_json.h"
 #include "io/file_util.h"
 #include "exec/executor.h"
@@ -51,7 +52,9 @@ commands:
   run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda]
                                      run the model, write each output as DIR/<name>.npy
   quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
-                                     quantize, compare layer by layer with float, measure
+           [--out FILE.onnx [--verify]]
+                                     quantize, compare layer by layer with float, measure;
+                                     --out also exports (format from the extension)
   compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
                                      one quantize run per scheme, side by side
   sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
@@ -61,6 +64,11 @@ commands:
   tokenize MODEL --text FILE [--json] [--no-special]
                                      token ids of a text (MODEL: zoo name, tokenizer.json,
                                      vocab.txt, or a folder or model file beside one)
+  export MODEL --scheme SCHEME --format onnx|gguf|safetensors --out FILE [--verify]
+         [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json] [--json]
+                                     write the quantized model (ONNX QDQ: static-int8,
+                                     dynamic-int8, w4-int4, static-w4a8, smoothquant-int8);
+                                     --verify reloads it and compares with the in-app model
 
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
@@ -464,7 +472,7 @@ at::Tensor analysisBatch(const QuantInputs& in)
 
 Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string& spec,
                                         std::optional<analysis::MetricValue> floatMetric,
-                                        bool quiet)
+                                        bool quiet, quant::QuantizedModel* keep)
 {
     auto scheme = quant::parseScheme(spec);
     if (!scheme)
@@ -487,6 +495,8 @@ Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string
         return report.error();
     report->modelPath = in.modelArg.path;
     report->modelFormat = in.model->format();
+    if (keep)
+        *keep = std::move(prepared).value();
     return report;
 }
 
@@ -546,29 +556,40 @@ Result<quant::Scheme> requireScheme(const Args& args, const std::string& usage)
 int cmdQuantize(const Args& args)
 {
     auto scheme = requireScheme(args, "quantize MODEL --scheme SCHEME [--calib DATA] "
-                                      "[--eval DATA] [--report FILE.json]");
+                                      "[--eval DATA] [--report FILE.json] "
+                                      "[--out FILE.onnx [--verify]]");
     if (!scheme)
         return fail(scheme.error());
-    if (args.has("--out"))
-        return fail(Error::unsupported(args.get("--out"),
-                                       "writing quantized models arrives with export (issue #6); "
-                                       "use --report for the analysis"));
+    // --out FILE writes the quantized model in the format its extension names (export.h);
+    // what the format cannot hold is refused before any work.
+    if (args.has("--out")) {
+        auto format = exporting::formatFromPath(args.get("--out"));
+        if (!format)
+            return fail(format.error());
+        if (auto r = exporting::checkExportable(*scheme, *format); !r)
+            return fail(r.error());
+    }
     const std::string spec = args.get("--scheme");
     auto in = loadQuantInputs(args, false, scheme->calibSamples);
     if (!in)
         return fail(in.error());
-    auto report = runScheme(*in, spec, std::nullopt, args.has("--quiet"));
+    quant::QuantizedModel prepared;
+    auto report = runScheme(*in, spec, std::nullopt, args.has("--quiet"),
+                            args.has("--out") ? &prepared : nullptr);
     if (!report)
         return fail(report.error());
-    const json j = exporting::reportToJson(*report);
+    json j = exporting::reportToJson(*report);
+    if (!args.has("--json"))
+        printReport(*report);
+    int code = 0;
+    if (args.has("--out"))
+        code = exportQuantized(args, *in, prepared, &j);
     if (args.has("--report"))
         if (auto r = writeJson(args.get("--report"), j); !r)
             return fail(r.error());
     if (args.has("--json"))
         std::cout << j.dump(2) << "\n";
-    else
-        printReport(*report);
-    return 0;
+    return code;
 }
 
 int cmdCompare(const Args& args)
@@ -792,6 +813,8 @@ int dispatch(int argc, char** argv)
         return cmdBench(*args);
     if (command == "tokenize")
         return cmdTokenize(*args);
+    if (command == "export")
+        return cmdExport(*args);
     std::fprintf(stderr, "error: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

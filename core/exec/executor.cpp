@@ -1,6 +1,7 @@
 #include "exec/executor.h"
 
 #include "exec/sequence_ops.h"
+#include "exec/quant_ops.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -350,6 +351,9 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
     }
     case OpKind::Identity:
     case OpKind::Dropout: return {need(node, in, 0)};
+    case OpKind::QuantizeLinear: return {runQuantizeLinear(node, in)};
+    case OpKind::DequantizeLinear: return {runDequantizeLinear(node, in)};
+    case OpKind::DynamicQuantizeLinear: return runDynamicQuantizeLinear(node, in);
     default: break;
     }
     fail(node, "unknown op kind " + std::to_string(static_cast<int>(node.op)));

@@ -133,6 +133,29 @@ struct TensorShapeProto {
 constexpr std::int64_t kMinOpset = 13;
 constexpr std::int64_t kWriteIrVersion = 8;
 constexpr std::int64_t kGeluOpset = 20;
+constexpr std::int64_t kFloat8Opset = 19;     ///< float8 types, QuantizeLinear saturate
+constexpr std::int64_t kBlockedQdqOpset = 21; ///< int4 / uint4, block_size, output_dtype
+
+bool isInt4(ir::DType dtype) { return dtype == ir::DType::Int4 || dtype == ir::DType::UInt4; }
+
+bool hasFloat8(const ir::Graph& graph)
+{
+    return std::any_of(graph.initializers.begin(), graph.initializers.end(), [](const auto& kv) {
+        const auto type = kv.second.scalar_type();
+        return type == at::kFloat8_e4m3fn || type == at::kFloat8_e5m2;
+    });
+}
+
+/// Unpacks ONNX INT4 / UINT4 bytes (two values per byte, element 2k in the low nibble, a last
+/// odd element in the low nibble of the last byte) into one code per element: int8 -8..7
+/// (sign-extended: nibble 0xF is -1) or uint8 0..15.
+void unpackInt4Codes(const std::uint8_t* src, std::int64_t count, bool isSigned, std::uint8_t* dst)
+{
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::uint8_t nibble = (src[i / 2] >> ((i % 2) * 4)) & 0x0F;
+        dst[i] = isSigned ? static_cast<std::uint8_t>((nibble ^ 0x08) - 0x08) : nibble;
+    }
+}
 constexpr std::int64_t kDataLocationExternal = 1;
 
 std::string inQuotes(std::string_view text) { return "'" + std::string(text) + "'"; }
@@ -173,6 +196,8 @@ std::optional<ir::DType> dtypeFromOnnx(std::int64_t code)
     case 16: return ir::DType::BFloat16;
     case 17: return ir::DType::Float8E4M3FN;
     case 19: return ir::DType::Float8E5M2;
+    case 21: return ir::DType::UInt4;
+    case 22: return ir::DType::Int4;
     default: return std::nullopt;
     }
 }
@@ -191,6 +216,8 @@ at::ScalarType scalarType(ir::DType dtype)
     case ir::DType::BFloat16: return at::kBFloat16;
     case ir::DType::Float8E4M3FN: return at::kFloat8_e4m3fn;
     case ir::DType::Float8E5M2: return at::kFloat8_e5m2;
+    case ir::DType::UInt4: return at::kByte;  // one code per byte in memory
+    case ir::DType::Int4: return at::kChar;
     }
     return at::kFloat;
 }
@@ -246,6 +273,7 @@ struct DecodedTensor {
     std::string name;
     at::Tensor tensor;
     std::uint64_t offset = 0;
+    std::optional<ir::DType> packedType;  ///< Int4 / UInt4: held one code per byte in `tensor`
 };
 
 /// An attribute as read, before it is turned into an ir::AttrValue.
@@ -402,6 +430,8 @@ Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
     for (auto& init : raw.initializers) {
         if (graph.initializers.count(init.name) != 0)
             return badInput("initializer " + inQuotes(init.name) + " appears twice", init.offset);
+        if (init.packedType)
+            graph.initializerTypes[init.name] = *init.packedType;
         graph.initializers.emplace(init.name, std::move(init.tensor));
     }
     for (const auto& info : raw.inputs) {
@@ -728,7 +758,9 @@ Result<DecodedTensor> OnnxReader::decodeTensor(pb::Reader& reader,
                             out.offset);
     }
     std::int64_t byteCount = 0;
-    if (__builtin_mul_overflow(count, elemSize, &byteCount))
+    if (isInt4(*dtype))
+        byteCount = (count + 1) / 2;  // two per byte; the last byte may hold one
+    else if (__builtin_mul_overflow(count, elemSize, &byteCount))
         return badInput(label + " has shape " + shapeText(dims) + ", whose size in bytes does " +
                             "not fit 64 bits",
                         out.offset);
@@ -736,6 +768,8 @@ Result<DecodedTensor> OnnxReader::decodeTensor(pb::Reader& reader,
 
     // Every size is checked against the bytes present before the tensor is allocated.
     const auto options = at::TensorOptions().dtype(scalarType(*dtype));
+    if (isInt4(*dtype))
+        out.packedType = *dtype;
     if (raw) {
         if (static_cast<std::uint64_t>(byteCount) != raw->payload.size())
             return badInput(label + " has " + std::to_string(raw->payload.size()) +
@@ -743,7 +777,10 @@ Result<DecodedTensor> OnnxReader::decodeTensor(pb::Reader& reader,
                                 shapeAndType,
                             raw->payloadOffset);
         out.tensor = at::empty(dims, options);
-        if (byteCount > 0)
+        if (isInt4(*dtype))
+            unpackInt4Codes(raw->payload.data(), count, *dtype == ir::DType::Int4,
+                            static_cast<std::uint8_t*>(out.tensor.data_ptr()));
+        else if (byteCount > 0)
             std::memcpy(out.tensor.data_ptr(), raw->payload.data(),
                         static_cast<std::size_t>(byteCount));
         return out;
@@ -766,10 +803,24 @@ Result<DecodedTensor> OnnxReader::decodeTensor(pb::Reader& reader,
         break;
     default:
         // int32, int8, uint8, bool, float16/bfloat16 and float8 (as bit patterns) all live in
-        // int32_data, one element per entry.
+        // int32_data, one element per entry; int4 / uint4 one byte (two values) per entry.
         present = hasInt32 ? intData.size() : 0;
         source = "int32_data";
         break;
+    }
+    if (isInt4(*dtype)) {
+        if (present != static_cast<std::uint64_t>(byteCount))
+            return badInput(label + " has " + std::to_string(present) + " values in " + source +
+                                ", expected " + std::to_string(byteCount) + " (two 4-bit " +
+                                "values each)" + shapeAndType,
+                            out.offset);
+        std::vector<std::uint8_t> packed(intData.size());
+        for (std::size_t i = 0; i < intData.size(); ++i)
+            packed[i] = static_cast<std::uint8_t>(intData[i]);
+        out.tensor = at::empty(dims, options);
+        unpackInt4Codes(packed.data(), count, *dtype == ir::DType::Int4,
+                        static_cast<std::uint8_t*>(out.tensor.data_ptr()));
+        return out;
     }
     if (present != static_cast<std::uint64_t>(count)) {
         if (present == 0 && count > 0)
@@ -846,6 +897,8 @@ Result<void> OnnxReader::addConstant(const RawNode& raw, ir::Graph& graph)
         if (!tensor)
             return tensor.error();
         value = std::move(tensor->tensor);
+        if (tensor->packedType)
+            graph.initializerTypes[name] = *tensor->packedType;
     } else if (attr.name == "value_float" && attr.hasF) {
         value = at::scalar_tensor(attr.f, at::TensorOptions().dtype(at::kFloat));
     } else if (attr.name == "value_int" && attr.hasI) {
@@ -915,6 +968,14 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
                                ", which BitLens does not support");
         }
     }
+    // A QuantizeLinear whose zero point is an int4 / uint4 constant outputs int4 / uint4, but
+    // in memory its zero point is an int8 / uint8 tensor: say so with output_dtype (opset 21).
+    if (node.op == ir::OpKind::QuantizeLinear && !node.attrs.has("output_dtype") &&
+        node.inputs.size() > 2) {
+        const auto packed = graph.initializerTypes.find(node.inputs[2]);
+        if (packed != graph.initializerTypes.end())
+            node.attrs.set("output_dtype", static_cast<std::int64_t>(packed->second));
+    }
     graph.nodes.push_back(std::move(node));
     return {};
 }
@@ -982,18 +1043,18 @@ Result<std::vector<std::uint8_t>> OnnxWriter::write()
                                           "which BitLens does not write");
     m_out.reserve(static_cast<std::size_t>(weightBytes) + (std::size_t{1} << 16));
 
-    std::int64_t opset = std::max(m_graph.opsetVersion, kMinOpset);
-    for (const auto& node : m_graph.nodes)
-        if (node.op == ir::OpKind::Gelu)
-            opset = std::max(opset, kGeluOpset);
-        else if (node.op == ir::OpKind::LayerNorm)
-            opset = std::max<std::int64_t>(opset, 17);
-        else if (node.op == ir::OpKind::RMSNorm || node.op == ir::OpKind::RotaryEmbedding)
-            opset = std::max<std::int64_t>(opset, 23);
+    const std::int64_t opset = writtenOpset(m_graph);
+    // The IR version that introduced the types and opset used: 9 brought float8 (and opset
+    // 19), 10 brought int4 / uint4 (and opset 21); onnx.checker rejects older pairings.
+    // Opset 23 (RMSNormalization, RotaryEmbedding) came with IR version 11.
+    const std::int64_t irVersion = opset >= 23                                  ? 11
+                                   : opset >= kBlockedQdqOpset                  ? 10
+                                   : opset >= kFloat8Opset || hasFloat8(m_graph) ? 9
+                                                                                 : kWriteIrVersion;
 
     inferMissingOutputShapes();
 
-    m_out.writeInt64(ModelProto::kIrVersion, kWriteIrVersion);
+    m_out.writeInt64(ModelProto::kIrVersion, irVersion);
     m_out.writeString(ModelProto::kProducerName, "BitLens");
     m_out.writeString(ModelProto::kProducerVersion, BITLENS_VERSION);
     const auto graphMarker = m_out.beginMessage(ModelProto::kGraph);
@@ -1117,12 +1178,41 @@ Result<void> OnnxWriter::writeTensor(const std::string& name, const at::Tensor& 
                                           std::string(c10::toString(tensor.scalar_type())) +
                                           ", which BitLens cannot write to ONNX");
     const at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
+    const auto packed = m_graph.initializerTypes.find(name);
+    std::vector<std::uint8_t> nibbles;
+    ir::DType fileType = *dtype;
+    if (packed != m_graph.initializerTypes.end() && isInt4(packed->second)) {
+        // Int4 / UInt4 codes are held one per int8 / uint8 element; the file packs two per
+        // byte, element 2k in the low nibble: codes {1, -2, 3} -> bytes {0xE1, 0x03}.
+        fileType = packed->second;
+        const bool isSigned = fileType == ir::DType::Int4;
+        if (cpu.scalar_type() != (isSigned ? at::kChar : at::kByte))
+            return Error::badInput({}, "initializer " + inQuotes(name) + " is declared " +
+                                           std::string(ir::dtypeName(fileType)) + " but holds " +
+                                           std::string(c10::toString(cpu.scalar_type())));
+        const std::int64_t count = cpu.numel();
+        const auto* src = static_cast<const std::uint8_t*>(cpu.data_ptr());
+        nibbles.assign(static_cast<std::size_t>((count + 1) / 2), 0);
+        for (std::int64_t i = 0; i < count; ++i) {
+            const int value = isSigned ? static_cast<int>(static_cast<std::int8_t>(src[i]))
+                                       : static_cast<int>(src[i]);
+            if (value < (isSigned ? -8 : 0) || value > (isSigned ? 7 : 15))
+                return Error::badInput({}, "initializer " + inQuotes(name) + " holds " +
+                                               std::to_string(value) + ", which is not a " +
+                                               std::string(ir::dtypeName(fileType)) + " code");
+            nibbles[static_cast<std::size_t>(i / 2)] |=
+                static_cast<std::uint8_t>((value & 0x0F) << ((i % 2) * 4));
+        }
+    }
     const auto marker = m_out.beginMessage(GraphProto::kInitializer);
     for (const std::int64_t d : cpu.sizes())
         m_out.writeInt64(TensorProto::kDims, d);
-    m_out.writeInt64(TensorProto::kDataType, static_cast<std::int64_t>(*dtype));
+    m_out.writeInt64(TensorProto::kDataType, static_cast<std::int64_t>(fileType));
     m_out.writeString(TensorProto::kName, name);
-    m_out.writeBytes(TensorProto::kRawData, cpu.data_ptr(), cpu.nbytes());
+    if (isInt4(fileType))
+        m_out.writeBytes(TensorProto::kRawData, nibbles.data(), nibbles.size());
+    else
+        m_out.writeBytes(TensorProto::kRawData, cpu.data_ptr(), cpu.nbytes());
     m_out.endMessage(marker);
     return {};
 }
@@ -1194,6 +1284,32 @@ Result<std::vector<std::uint8_t>> writeOnnx(const ir::Graph& graph)
 {
     return guarded<std::vector<std::uint8_t>>({}, ErrorCode::Runtime,
                                               [&] { return OnnxWriter(graph).write(); });
+}
+
+std::int64_t writtenOpset(const ir::Graph& graph)
+{
+    std::int64_t opset = std::max(graph.opsetVersion, kMinOpset);
+    for (const auto& node : graph.nodes) {
+        if (node.op == ir::OpKind::Gelu)
+            opset = std::max(opset, kGeluOpset);
+        else if (node.op == ir::OpKind::LayerNorm)
+            opset = std::max<std::int64_t>(opset, 17);
+        else if (node.op == ir::OpKind::RMSNorm || node.op == ir::OpKind::RotaryEmbedding)
+            opset = std::max<std::int64_t>(opset, 23);
+        if (node.attrs.getInt("block_size", 0) != 0 || node.attrs.has("output_dtype"))
+            opset = std::max(opset, kBlockedQdqOpset);
+    }
+    for (const auto& [name, dtype] : graph.initializerTypes)
+        if (isInt4(dtype) && graph.initializers.count(name) != 0)
+            opset = std::max(opset, kBlockedQdqOpset);
+    // QuantizeLinear / DequantizeLinear take float8 from opset 19 on; a float8 initializer
+    // alone needs only IR version 9 (see write()).
+    const bool hasQdq = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const auto& n) {
+        return n.op == ir::OpKind::QuantizeLinear || n.op == ir::OpKind::DequantizeLinear;
+    });
+    if (hasQdq && hasFloat8(graph))
+        opset = std::max(opset, kFloat8Opset);
+    return opset;
 }
 
 Result<void> writeOnnxFile(const ir::Graph& graph, const std::string& path)

@@ -18,6 +18,11 @@ Result<ir::Graph> readOnnx(const std::vector<std::uint8_t>& bytes, const std::st
 /// Reads an ONNX file (external data next to it is not supported: Unsupported).
 Result<ir::Graph> readOnnxFile(const std::string& path);
 
+/// The default-domain opset writeOnnx declares for `graph`: its opsetVersion (at least 13),
+/// raised to what its contents need: 19 for QuantizeLinear / DequantizeLinear with float8
+/// initializers, 20 for Gelu, 21 for int4 / uint4 initializers and blocked or output_dtype
+/// quantization nodes.
+std::int64_t writtenOpset(const ir::Graph& graph);
 /// Serializes a graph as an ONNX ModelProto (weights as raw_data, ir_version 8).
 Result<std::vector<std::uint8_t>> writeOnnx(const ir::Graph& graph);
 /// Writes an ONNX file atomically (temporary file, then rename): never a partial file.

@@ -8,7 +8,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 48> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 51> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -57,6 +57,9 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 48> kOpNames{{
     {OpKind::RotaryEmbedding, "RotaryEmbedding"},
     {OpKind::LSTM, "LSTM"},
     {OpKind::GRU, "GRU"},
+    {OpKind::QuantizeLinear, "QuantizeLinear"},
+    {OpKind::DequantizeLinear, "DequantizeLinear"},
+    {OpKind::DynamicQuantizeLinear, "DynamicQuantizeLinear"},
 }};
 
 template <typename T>
@@ -101,6 +104,8 @@ std::string_view dtypeName(DType dtype)
     case DType::BFloat16: return "bfloat16";
     case DType::Float8E4M3FN: return "float8_e4m3fn";
     case DType::Float8E5M2: return "float8_e5m2";
+    case DType::UInt4: return "uint4";
+    case DType::Int4: return "int4";
     }
     return "?";
 }
@@ -112,7 +117,9 @@ int dtypeSize(DType dtype)
     case DType::Int8:
     case DType::Bool:
     case DType::Float8E4M3FN:
-    case DType::Float8E5M2: return 1;
+    case DType::Float8E5M2:
+    case DType::UInt4:
+    case DType::Int4: return 1;
     case DType::Float16:
     case DType::BFloat16: return 2;
     case DType::Float32:
@@ -121,6 +128,13 @@ int dtypeSize(DType dtype)
     case DType::Float64: return 8;
     }
     return 0;
+}
+
+std::int64_t dtypeStorageBytes(DType dtype, std::int64_t elements)
+{
+    if (dtype == DType::Int4 || dtype == DType::UInt4)
+        return (elements + 1) / 2;
+    return elements * dtypeSize(dtype);
 }
 
 std::int64_t Attributes::getInt(const std::string& name, std::int64_t fallback) const
@@ -231,13 +245,21 @@ std::int64_t Graph::parameterCount() const
     return count;
 }
 
+std::int64_t Graph::initializerBytes(const std::string& valueName, const at::Tensor& tensor) const
+{
+    const auto packed = initializerTypes.find(valueName);
+    if (packed != initializerTypes.end())
+        return dtypeStorageBytes(packed->second, tensor.numel());
+    return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+}
+
 std::int64_t Graph::parameterBytes() const
 {
     std::int64_t bytes = 0;
     std::set<std::pair<const void*, std::int64_t>> seen;
     for (const auto& [valueName, tensor] : initializers)
         if (!seenStorage(seen, tensor))
-            bytes += tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+            bytes += initializerBytes(valueName, tensor);
     return bytes;
 }
 
@@ -255,7 +277,7 @@ std::int64_t Graph::nodeParameterBytes(const Node& node) const
     std::int64_t bytes = 0;
     for (const auto& in : node.inputs)
         if (const auto* t = initializer(in))
-            bytes += t->numel() * static_cast<std::int64_t>(t->element_size());
+            bytes += initializerBytes(in, *t);
     return bytes;
 }
 

@@ -68,6 +68,16 @@ enum class OpKind {
     RotaryEmbedding,   ///< ONNX opset 23: X [B,heads,S,hd] or [B,S,hidden], cos, sin, position_ids?
     LSTM,              ///< ONNX LSTM: X, W, R, B?, sequence_lens?, initial_h?, initial_c?, P?
     GRU,               ///< ONNX GRU: X, W, R, B?, sequence_lens?, initial_h?; linear_before_reset
+    /// ONNX QuantizeLinear (opset 21): y = saturate(round_half_even(x / y_scale) + y_zero_point);
+    /// per-tensor, per-axis (`axis`) or blocked (`block_size`); int8/uint8/int4/uint4 (int4
+    /// held one code per int8/uint8 element) and float8 (`saturate`) outputs.
+    QuantizeLinear,
+    /// ONNX DequantizeLinear (opset 21): y = (x - x_zero_point) * x_scale in float32, same
+    /// per-tensor / per-axis / blocked layouts as QuantizeLinear.
+    DequantizeLinear,
+    /// ONNX DynamicQuantizeLinear: uint8 codes, scale and zero point of the whole tensor,
+    /// range widened to include 0.
+    DynamicQuantizeLinear,
 };
 
 /// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).
@@ -88,12 +98,16 @@ enum class DType : int {
     BFloat16 = 16,
     Float8E4M3FN = 17,
     Float8E5M2 = 19,
+    UInt4 = 21,  ///< held in memory as uint8 codes 0..15, one per byte; packed two per byte in files
+    Int4 = 22,   ///< held in memory as int8 codes -8..7, one per byte; packed two per byte in files
 };
 
 /// "float32", "int8", ... for display.
 std::string_view dtypeName(DType dtype);
-/// Bytes per element.
+/// Bytes per element in memory (1 for Int4 / UInt4, whose files hold two per byte).
 int dtypeSize(DType dtype);
+/// Bytes `elements` values of `dtype` take in a file: ceil(elements / 2) for Int4 / UInt4.
+std::int64_t dtypeStorageBytes(DType dtype, std::int64_t elements);
 
 /// An attribute value: int, float, string, ints or floats (the ONNX kinds BitLens uses).
 using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
@@ -144,6 +158,9 @@ public:
     std::map<std::string, at::Tensor> initializers; ///< weights and constants, CPU or device
     std::int64_t opsetVersion = 17;                 ///< ONNX default-domain opset it follows
     std::map<std::string, std::string> metadata;    ///< free-form key/value (ONNX metadata_props)
+    /// Initializers whose file type is narrower than their tensor: Int4 / UInt4 codes held one
+    /// per int8 / uint8 element. Writers pack them; parameterBytes() counts them packed.
+    std::map<std::string, DType> initializerTypes;
 
     /// The initializer called `name`, or nullptr when `name` is not a constant.
     const at::Tensor* initializer(const std::string& name) const;
@@ -154,6 +171,8 @@ public:
     std::int64_t parameterCount() const;
     /// Bytes of all initializers as stored.
     std::int64_t parameterBytes() const;
+    /// Bytes of one initializer as stored (Int4 / UInt4 ones packed two per byte).
+    std::int64_t initializerBytes(const std::string& valueName, const at::Tensor& tensor) const;
     /// Parameters read by one node (its initializer inputs).
     std::int64_t nodeParameterCount(const Node& node) const;
     /// Bytes of the initializers read by one node.

@@ -1,0 +1,355 @@
+#include "export/export.h"
+
+#include "exec/executor.h"
+#include "exec/quant_ops.h"
+#include "export/onnx_qdq.h"
+#include "export/report_json.h"
+#include "io/onnx.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+
+namespace bitlens::exporting {
+
+namespace {
+
+std::string lower(std::string text)
+{
+    for (char& c : text)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+}
+
+/// GGUF and safetensors writers are another piece of work (issue #6): they plug in here, in
+/// checkExportable, exportModel and verifyExport, each behind its own ExportFormat case.
+Error notYet(ExportFormat format, const std::string& path = {})
+{
+    return Error::unsupported(path, "export to " + formatName(format) +
+                                        " is not available in this build yet; --format onnx "
+                                        "writes int8 and int4 QDQ models");
+}
+
+std::string fmt(double value)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+    return buf;
+}
+
+} // namespace
+
+std::string formatName(ExportFormat format)
+{
+    switch (format) {
+    case ExportFormat::Onnx: return "onnx";
+    case ExportFormat::Gguf: return "gguf";
+    case ExportFormat::Safetensors: return "safetensors";
+    }
+    return "?";
+}
+
+Result<ExportFormat> parseFormat(const std::string& name)
+{
+    const std::string n = lower(name);
+    if (n == "onnx")
+        return ExportFormat::Onnx;
+    if (n == "gguf")
+        return ExportFormat::Gguf;
+    if (n == "safetensors")
+        return ExportFormat::Safetensors;
+    return Error::usage("--format must be onnx, gguf or safetensors, not '" + name + "'");
+}
+
+Result<ExportFormat> formatFromPath(const std::string& path)
+{
+    const std::string ext = lower(std::filesystem::path(path).extension().string());
+    if (ext == ".onnx")
+        return ExportFormat::Onnx;
+    if (ext == ".gguf")
+        return ExportFormat::Gguf;
+    if (ext == ".safetensors")
+        return ExportFormat::Safetensors;
+    return Error::usage("cannot tell the export format of '" + path +
+                        "' from its extension (use .onnx, .gguf or .safetensors)");
+}
+
+Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
+{
+    switch (format) {
+    case ExportFormat::Onnx: return checkOnnxExportable(scheme);
+    case ExportFormat::Gguf:
+    case ExportFormat::Safetensors: return notYet(format);
+    }
+    return notYet(format);
+}
+
+Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
+                                 const std::string& path, Progress& progress,
+                                 const CancelToken& cancel)
+{
+    if (format != ExportFormat::Onnx)
+        return notYet(format, path);
+    auto graph = buildQdqGraph(model, progress, cancel);
+    if (!graph) {
+        Error e = graph.error();
+        if (e.path.empty() && e.code != ErrorCode::Cancelled)
+            e.path = path;
+        return e;
+    }
+    // The last chance to stop: after this the temporary file is renamed into place whole.
+    if (cancel.cancelled())
+        return Error::cancelled();
+    progress.report(0.9, "writing " + path);
+    if (auto r = io::writeOnnxFile(*graph, path); !r)
+        return r.error();
+    ExportResult result;
+    result.format = format;
+    result.path = path;
+    std::error_code ec;
+    result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+    result.opset = io::writtenOpset(*graph);
+    for (const auto& [name, lq] : model.layers)
+        (lq.config.keepFloat ? result.floatLayers : result.quantizedLayers) += 1;
+    progress.report(1.0, "exported");
+    return result;
+}
+
+namespace {
+
+/// Runs the file's QuantizeLinear / DynamicQuantizeLinear with the in-app rounding rule
+/// (x * (1 / scale), as torch.fake_quantize): with it the file must reproduce the in-app model
+/// exactly, which checks every scale, zero point, layout and op the file holds.
+class InAppRoundingHook : public exec::NodeHook {
+public:
+    bool computeNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                     std::vector<at::Tensor>& outputs) override
+    {
+        if (node.op == ir::OpKind::QuantizeLinear) {
+            outputs = {exec::runQuantizeLinear(node, inputs, exec::QuantizeRounding::Reciprocal)};
+            return true;
+        }
+        if (node.op == ir::OpKind::DynamicQuantizeLinear) {
+            outputs =
+                exec::runDynamicQuantizeLinear(node, inputs, exec::QuantizeRounding::Reciprocal);
+            return true;
+        }
+        return false;
+    }
+};
+
+/// max |a - b| over matching outputs; NaN on one side only counts as infinite.
+double maxAbsDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
+{
+    double worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const at::Tensor diff =
+            (a[i].to(at::kCPU, at::kFloat) - b[i].to(at::kCPU, at::kFloat)).abs();
+        const at::Tensor bothNan = at::logical_and(at::isnan(a[i].to(at::kCPU)),
+                                                   at::isnan(b[i].to(at::kCPU)));
+        const at::Tensor d =
+            at::where(bothNan, at::zeros_like(diff),
+                      at::nan_to_num(diff, std::numeric_limits<double>::infinity()));
+        if (d.numel() > 0)
+            worst = std::max(worst, d.max().item<double>());
+    }
+    return worst;
+}
+
+Result<void> checkOutputs(const std::string& path, const std::vector<at::Tensor>& app,
+                          const std::vector<at::Tensor>& file)
+{
+    if (app.size() != file.size())
+        return Error::badInput(path, "the file has " + std::to_string(file.size()) +
+                                         " outputs, the model " + std::to_string(app.size()));
+    for (std::size_t i = 0; i < app.size(); ++i)
+        if (app[i].sizes() != file[i].sizes())
+            return Error::badInput(path, "output " + std::to_string(i) + " has shape " +
+                                             c10::str(file[i].sizes()) + ", the model's " +
+                                             c10::str(app[i].sizes()));
+    return {};
+}
+
+} // namespace
+
+Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
+                                  const quant::QuantizedModel& model, const io::Dataset& data,
+                                  const VerifyOptions& options, Progress& progress,
+                                  const CancelToken& cancel)
+{
+    if (format != ExportFormat::Onnx)
+        return notYet(format, path);
+    auto file = io::readOnnxFile(path);
+    if (!file)
+        return file.error();
+    if (!data.inputs.defined() || data.size() == 0)
+        return Error::usage("verification needs samples (--eval DATA)");
+    if (file->inputs.size() != 1 || model.graph.inputs.size() != 1)
+        return Error::unsupported(path, "verification runs models with one input");
+    auto inFile = [&path](const Error& e) { return Error{e.code, e.message, path, std::nullopt}; };
+    try {
+        c10::InferenceMode guard;
+        VerifyResult result;
+        exec::Executor appExec(model.graph, exec::ExecOptions{options.device});
+        appExec.addHook(quant::makeQuantHook(model));
+        exec::Executor fileExec(*file, exec::ExecOptions{options.device});
+        exec::Executor sameExec(*file, exec::ExecOptions{options.device});
+        sameExec.addHook(std::make_shared<InAppRoundingHook>());
+
+        // 1. Weights: each quantized layer of the file must read exactly (bit for bit) the
+        //    dequantized weight the in-app model uses.
+        auto values = fileExec.runAll({data.inputs.slice(0, 0, 1)});
+        if (!values)
+            return inFile(values.error());
+        for (const auto& [name, lq] : model.layers) {
+            if (lq.config.keepFloat)
+                continue;
+            ++result.weightsChecked;
+            const ir::Node* node = nullptr;
+            for (const auto& n : file->nodes)
+                if (n.name == name)
+                    node = &n;
+            bool same = false;
+            if (node && node->inputs.size() > 1) {
+                at::Tensor w;
+                if (const at::Tensor* init = file->initializer(node->inputs[1]))
+                    w = *init;
+                else if (auto it = values->find(node->inputs[1]); it != values->end())
+                    w = it->second;
+                same = w.defined() && w.scalar_type() == at::kFloat &&
+                       w.sizes() == lq.weightFq.sizes() &&
+                       at::equal(w.to(at::kCPU), lq.weightFq.to(at::kCPU));
+            }
+            if (!same)
+                ++result.weightsMismatched;
+        }
+
+        // 2. Outputs and metric on every sample, in the batches the in-app metric uses: the
+        //    file as ONNX defines it, and the file with the in-app rounding rule.
+        const std::int64_t n = data.size();
+        const bool labelled = data.labels.defined();
+        std::int64_t correctApp = 0;
+        std::int64_t correctFile = 0;
+        for (std::int64_t start = 0; start < n; start += options.batchSize) {
+            if (cancel.cancelled())
+                return Error::cancelled();
+            const std::int64_t end = std::min(n, start + options.batchSize);
+            const at::Tensor x = data.inputs.slice(0, start, end);
+            auto a = appExec.run({x});
+            if (!a)
+                return a.error();
+            auto f = fileExec.run({x});
+            if (!f)
+                return inFile(f.error());
+            auto e = sameExec.run({x});
+            if (!e)
+                return inFile(e.error());
+            if (auto r = checkOutputs(path, *a, *f); !r)
+                return r.error();
+            result.maxAbsDiff = std::max(result.maxAbsDiff, maxAbsDiff(*a, *f));
+            result.maxAbsDiffSameRounding =
+                std::max(result.maxAbsDiffSameRounding, maxAbsDiff(*a, *e));
+            for (const auto& y : *a)
+                if (y.numel() > 0)
+                    result.outputAbsMax = std::max(
+                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
+            const at::Tensor ya = a->front().to(at::kCPU);
+            const at::Tensor yf = f->front().to(at::kCPU);
+            if (ya.dim() == 2 && ya.size(0) == end - start) {
+                const at::Tensor pa = ya.argmax(1);
+                const at::Tensor pf = yf.argmax(1);
+                result.argmaxDisagreements += pa.ne(pf).sum().item<std::int64_t>();
+                if (labelled) {
+                    const at::Tensor labels = data.labels.slice(0, start, end);
+                    correctApp += pa.eq(labels).sum().item<std::int64_t>();
+                    correctFile += pf.eq(labels).sum().item<std::int64_t>();
+                }
+            }
+            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
+        }
+        result.samples = n;
+        if (labelled) {
+            result.metricApp = analysis::MetricValue{
+                "top1", static_cast<double>(correctApp) / static_cast<double>(n), n};
+            result.metricFile = analysis::MetricValue{
+                "top1", static_cast<double>(correctFile) / static_cast<double>(n), n};
+        }
+
+        // 3. Verdict (see VerifyResult): exact weights; with the in-app rounding rule exact
+        //    outputs (on a GPU, where kernels may pick different algorithms per run, to 1e-5 of
+        //    the outputs' range); as ONNX defines it, the same top-1 to 0.2 points.
+        result.sameRoundingTolerance =
+            options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
+        const bool metricOk =
+            !result.metricApp ||
+            std::abs(result.metricApp->value - result.metricFile->value) <= result.metricTolerance;
+        result.ok = result.weightsMismatched == 0 &&
+                    result.maxAbsDiffSameRounding <= result.sameRoundingTolerance && metricOk;
+        std::string text = formatName(format) + " file vs in-app model on " + std::to_string(n) +
+                           " samples: " +
+                           std::to_string(result.weightsChecked - result.weightsMismatched) +
+                           "/" + std::to_string(result.weightsChecked) +
+                           " quantized weights identical; max |diff| " +
+                           fmt(result.maxAbsDiffSameRounding) + " with the in-app rounding (" +
+                           (result.sameRoundingTolerance == 0.0
+                                ? std::string("must be 0")
+                                : "tolerance " + fmt(result.sameRoundingTolerance)) +
+                           "), " + fmt(result.maxAbsDiff) + " as ONNX rounds (outputs up to " +
+                           fmt(result.outputAbsMax) + "); " +
+                           std::to_string(result.argmaxDisagreements) + " top-1 disagreements";
+        if (result.metricApp)
+            text += "; top-1 " + fmt(100.0 * result.metricApp->value) + "% in-app, " +
+                    fmt(100.0 * result.metricFile->value) + "% file";
+        result.message = text;
+        return result;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
+                              path);
+    } catch (const std::exception& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what(), path);
+    }
+}
+
+Error mismatchError(const std::string& path, const VerifyResult& result)
+{
+    return Error::runtime("verification failed: " + result.message, path);
+}
+
+nlohmann::json exportToJson(const ExportResult& result, const std::optional<VerifyResult>& verify)
+{
+    nlohmann::json j = {{"format", formatName(result.format)},
+                        {"path", result.path},
+                        {"bytes", result.bytes},
+                        {"opset", result.opset},
+                        {"quantized_layers", result.quantizedLayers},
+                        {"float_layers", result.floatLayers},
+                        {"verify", nullptr}};
+    if (verify) {
+        auto metric = [](const std::optional<analysis::MetricValue>& m) {
+            return m ? number(m->value) : nlohmann::json(nullptr);
+        };
+        j["verify"] = {{"samples", verify->samples},
+                       {"max_abs_diff", number(verify->maxAbsDiff)},
+                       {"max_abs_diff_same_rounding", number(verify->maxAbsDiffSameRounding)},
+                       {"same_rounding_tolerance", number(verify->sameRoundingTolerance)},
+                       {"output_abs_max", number(verify->outputAbsMax)},
+                       {"metric_tolerance", verify->metricTolerance},
+                       {"weights_checked", verify->weightsChecked},
+                       {"weights_mismatched", verify->weightsMismatched},
+                       {"argmax_disagreements", verify->argmaxDisagreements},
+                       {"metric_app", metric(verify->metricApp)},
+                       {"metric_file", metric(verify->metricFile)},
+                       {"ok", verify->ok},
+                       {"message", verify->message}};
+    }
+    return j;
+}
+
+} // namespace bitlens::exporting

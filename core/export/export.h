@@ -1,0 +1,104 @@
+#pragma once
+// Export front: writes a quantized model in a format other tools load (ONNX QDQ today; GGUF and
+// safetensors writers plug in at the hook points in export.cpp), atomically, and verifies a
+// written file by reloading it with BitLens' own reader and running it next to the in-app
+// quantized model on the same samples.
+
+#include "analysis/metrics.h"
+#include "io/dataset.h"
+#include "jobs/progress.h"
+#include "jobs/result.h"
+#include "quant/engine.h"
+
+#include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <string>
+
+namespace bitlens::exporting {
+
+/// File formats a quantized model can be exported to.
+enum class ExportFormat { Onnx, Gguf, Safetensors };
+
+/// "onnx", "gguf", "safetensors".
+std::string formatName(ExportFormat format);
+/// Parses a --format value; Usage error naming the choices.
+Result<ExportFormat> parseFormat(const std::string& name);
+/// The format a file name asks for by its extension (.onnx, .gguf, .safetensors); Usage error
+/// naming the extensions otherwise.
+Result<ExportFormat> formatFromPath(const std::string& path);
+
+/// What an export wrote.
+struct ExportResult {
+    ExportFormat format = ExportFormat::Onnx;
+    std::string path;
+    std::int64_t bytes = 0;          ///< size of the written file
+    std::int64_t opset = 0;          ///< ONNX: default-domain opset written
+    int quantizedLayers = 0;         ///< layers written with quantized weights
+    int floatLayers = 0;             ///< planned layers kept in float
+};
+
+/// Checks, before any calibration, that `format` can hold `scheme` (Unsupported naming the
+/// scheme, the reason and the formats that can hold it).
+Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format);
+
+/// Writes `model` to `path` in `format`, atomically: a failure or cancellation leaves no file
+/// (and an existing file at `path` untouched).
+Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
+                                 const std::string& path, Progress& progress = Progress::none(),
+                                 const CancelToken& cancel = CancelToken());
+
+/// How verifyExport runs.
+struct VerifyOptions {
+    c10::Device device = c10::Device(c10::kCPU);
+    /// Samples per run; the in-app metric uses the same batches (analysis::evaluateQuantized
+    /// runs 256), which matters for dynamic schemes: their activation ranges are per batch.
+    std::int64_t batchSize = 256;
+};
+
+/// The outcome of reloading and re-running an exported file. The file is run twice: as ONNX
+/// defines its operators (x / scale before rounding, what onnxruntime does) and with BitLens'
+/// own rounding rule (x * (1 / scale), as torch.fake_quantize). The second run must reproduce
+/// the in-app outputs exactly — that checks every scale, zero point, layout and op the file
+/// holds; the first may differ where a value lies within an ulp of a rounding tie (one
+/// activation step for that element), which is reported, and must keep top-1 within
+/// metricTolerance.
+struct VerifyResult {
+    std::int64_t samples = 0;
+    double maxAbsDiff = 0.0;        ///< max |file output (ONNX rounding) - in-app output|
+    double maxAbsDiffSameRounding = 0.0;  ///< the same with the in-app rounding rule
+    double sameRoundingTolerance = 0.0;   ///< 0 on the CPU; 1e-5 of outputAbsMax on a GPU
+    double outputAbsMax = 0.0;      ///< max |in-app output| (the scale of the outputs)
+    double metricTolerance = 0.002; ///< |top-1 file - top-1 in-app| allowed (0.2 points)
+    std::int64_t weightsChecked = 0;    ///< quantized layers whose dequantized weights compared
+    std::int64_t weightsMismatched = 0; ///< of those, not bit-identical to the in-app weights
+    std::int64_t argmaxDisagreements = 0;  ///< samples whose top-1 class differs (ONNX rounding)
+    std::optional<analysis::MetricValue> metricApp;   ///< in-app quantized model (labels only)
+    std::optional<analysis::MetricValue> metricFile;  ///< the reloaded file, ONNX rounding
+    bool ok = false;
+    std::string message;            ///< one line: what was compared and the verdict
+};
+
+/// Reloads `path` with BitLens' reader for `format`, runs it with exec::Executor and the
+/// in-app model (executor + quant::makeQuantHook) on `data` (all samples, in batches), and
+/// compares: dequantized weights bit for bit, outputs (see VerifyResult), and top-1 when
+/// `data` has labels. A mismatch is ok = false (see mismatchError), not an Error; Errors are for
+/// unreadable files and failed runs.
+Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
+                                  const quant::QuantizedModel& model, const io::Dataset& data,
+                                  const VerifyOptions& options = {},
+                                  Progress& progress = Progress::none(),
+                                  const CancelToken& cancel = CancelToken());
+
+/// The Runtime error (exit 5) a failed verification is, with its numbers.
+Error mismatchError(const std::string& path, const VerifyResult& result);
+
+/// report.json's "export" object: {format, path, bytes, opset, quantized_layers, float_layers,
+/// verify: {samples, max_abs_diff, max_abs_diff_same_rounding, same_rounding_tolerance,
+/// output_abs_max, metric_tolerance, weights_checked, weights_mismatched, argmax_disagreements,
+/// metric_app, metric_file, ok, message} | null}.
+nlohmann::json exportToJson(const ExportResult& result,
+                            const std::optional<VerifyResult>& verify);
+
+} // namespace bitlens::exporting

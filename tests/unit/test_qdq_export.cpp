@@ -1,0 +1,511 @@
+// ONNX quantization ops and QDQ export: QuantizeLinear / DequantizeLinear /
+// DynamicQuantizeLinear against onnxruntime bit for bit (tests/data/qdq, made by
+// make_qdq_golden.py), INT4 initializers through the reader and writer, the QDQ graph of each
+// exportable scheme, verification (and that it catches a corrupted file), refusals of what ONNX
+// cannot hold, and atomic writes.
+
+#include "temp_dir.h"
+
+#include "exec/executor.h"
+#include "export/export.h"
+#include "export/onnx_qdq.h"
+#include "io/dataset.h"
+#include "io/onnx.h"
+#include "io/protobuf.h"
+#include "quant/engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace bitlens;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string golden(const std::string& name)
+{
+    return std::string(BITLENS_TEST_DATA) + "/qdq/" + name;
+}
+
+/// Bit-level equality (float outputs compared by their bits, so -0 != +0 and NaN == NaN).
+::testing::AssertionResult sameBits(const at::Tensor& got, const at::Tensor& want)
+{
+    if (got.scalar_type() != want.scalar_type())
+        return ::testing::AssertionFailure()
+               << "dtype " << got.scalar_type() << ", expected " << want.scalar_type();
+    if (got.sizes() != want.sizes())
+        return ::testing::AssertionFailure()
+               << "shape " << got.sizes() << ", expected " << want.sizes();
+    const at::Tensor a = got.contiguous();
+    const at::Tensor b = want.contiguous();
+    const auto* pa = static_cast<const std::uint8_t*>(a.data_ptr());
+    const auto* pb = static_cast<const std::uint8_t*>(b.data_ptr());
+    const std::size_t elem = a.element_size();
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+        if (std::memcmp(pa + i * elem, pb + i * elem, elem) != 0) {
+            const at::Tensor fa = a.reshape({-1}).to(at::kDouble);
+            const at::Tensor fb = b.reshape({-1}).to(at::kDouble);
+            return ::testing::AssertionFailure()
+                   << "element " << i << " is " << fa[i].item<double>() << ", onnxruntime gives "
+                   << fb[i].item<double>();
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// ---- The ops against onnxruntime ----------------------------------------------------------
+
+class GoldenQdq : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenQdq, MatchesOnnxRuntimeBitForBit)
+{
+    const std::string name = GetParam();
+    auto graph = io::readOnnxFile(golden(name + ".onnx"));
+    ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
+    auto arrays = io::readNpz(golden(name + ".npz"));
+    ASSERT_TRUE(arrays.ok()) << arrays.error().userMessage();
+    exec::Executor executor(*graph);
+    auto outputs = executor.run({arrays->at("x")});
+    ASSERT_TRUE(outputs.ok()) << outputs.error().userMessage();
+    ASSERT_EQ(outputs->size(), graph->outputs.size());
+    for (std::size_t i = 0; i < outputs->size(); ++i) {
+        const std::string key = "y" + std::to_string(i);
+        ASSERT_TRUE(arrays->count(key)) << key;
+        EXPECT_TRUE(sameBits((*outputs)[i], arrays->at(key))) << name << " output " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GoldenQdq,
+                         ::testing::Values("q_u8_tensor", "q_i8_axis", "q_u8_nozp",
+                                           "qdq_i4_blocked", "dq_i4_blocked", "dq_i4_raw",
+                                           "dq_u4_axis", "dq_i8_conv", "qdq_f8", "dyn_mixed",
+                                           "dyn_positive", "dyn_zero"));
+
+TEST(QdqOps, Int4ZeroPointMakesQuantizeLinearInt4)
+{
+    // The zero point of qdq_i4_blocked's QuantizeLinear is an INT4 initializer: the reader
+    // records output_dtype so the executor saturates at [-8, 7] and not at int8's range.
+    auto graph = io::readOnnxFile(golden("qdq_i4_blocked.onnx"));
+    ASSERT_TRUE(graph.ok());
+    EXPECT_EQ(graph->initializerTypes.at("zp"), ir::DType::Int4);
+    EXPECT_EQ(graph->nodes[0].attrs.getInt("output_dtype", 0), 22);
+    EXPECT_EQ(graph->initializer("zp")->scalar_type(), at::kChar);
+    ir::Node q = graph->nodes[0];
+    const at::Tensor x = at::tensor({100.0f, -100.0f, 0.3f, -0.3f}).reshape({1, 4});
+    const at::Tensor y =
+        exec::runNode(q, {x, at::full({1, 1}, 0.1f), at::zeros({1, 1}, at::kChar)}, {}).front();
+    EXPECT_TRUE(sameBits(y, at::tensor({7, -8, 3, -3}, at::kChar).reshape({1, 4})));
+}
+
+TEST(QdqOps, ShapeMismatchesNameTheNode)
+{
+    ir::Node q;
+    q.name = "q1";
+    q.op = ir::OpKind::QuantizeLinear;
+    q.attrs.set("axis", std::int64_t{1});
+    const at::Tensor x = at::zeros({2, 3});
+    try {
+        exec::runNode(q, {x, at::ones({4}), at::zeros({4}, at::kByte)}, {});
+        FAIL() << "a 4-element scale for an axis of 3 must be refused";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "node 'q1' (QuantizeLinear): the scale has shape [4], which is neither a scalar "
+                  "nor one value per element of axis 1 of an input [2, 3]");
+    }
+    q.attrs.set("block_size", std::int64_t{2});
+    try {
+        exec::runNode(q, {x, at::ones({2, 3}), at::zeros({2, 3}, at::kByte)}, {});
+        FAIL() << "blocked scale with the wrong block count must be refused";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("need 2 in that dimension"), std::string::npos)
+            << e.what();
+    }
+    ir::Node dq = q;
+    dq.name = "dq1";
+    dq.op = ir::OpKind::DequantizeLinear;
+    dq.attrs = {};
+    // The zero point's type differs from the input's.
+    EXPECT_THROW(exec::runNode(dq, {at::zeros({3}, at::kChar), at::ones({}),
+                                    at::zeros({}, at::kByte)},
+                               {}),
+                 std::runtime_error);
+}
+
+// ---- INT4 initializers through the writer and reader ------------------------------------
+
+TEST(QdqIo, Int4InitializersRoundTripPackedLowNibbleFirst)
+{
+    ir::GraphBuilder b("int4");
+    const auto x = b.input("x", {5});
+    const auto w = b.constant("w", at::tensor({1, -2, 3, -8, 7}, at::kChar));
+    const auto s = b.constant("s", at::scalar_tensor(0.5f));
+    const auto zp = b.constant("zp", at::zeros({}, at::kChar));
+    const auto wd = b.node("dq", ir::OpKind::DequantizeLinear, {w, s, zp});
+    b.output(b.binary("add", ir::OpKind::Add, x, wd));
+    auto graph = b.build();
+    ASSERT_TRUE(graph.ok());
+    graph->initializerTypes["w"] = ir::DType::Int4;
+    graph->initializerTypes["zp"] = ir::DType::Int4;
+    EXPECT_EQ(graph->initializerBytes("w", *graph->initializer("w")), 3);  // 5 codes, 3 bytes
+    EXPECT_EQ(io::writtenOpset(*graph), 21);
+
+    auto bytes = io::writeOnnx(*graph);
+    ASSERT_TRUE(bytes.ok()) << bytes.error().userMessage();
+    // {1, -2} -> 0xE1, {3, -8} -> 0x83, {7} -> 0x07.
+    const std::vector<std::uint8_t> packed = {0xE1, 0x83, 0x07};
+    EXPECT_NE(std::search(bytes->begin(), bytes->end(), packed.begin(), packed.end()),
+              bytes->end());
+    auto back = io::readOnnx(*bytes, "int4.onnx");
+    ASSERT_TRUE(back.ok()) << back.error().userMessage();
+    EXPECT_EQ(back->opsetVersion, 21);
+    EXPECT_EQ(back->initializerTypes.at("w"), ir::DType::Int4);
+    EXPECT_TRUE(sameBits(*back->initializer("w"), *graph->initializer("w")));
+    exec::Executor executor(*back);
+    auto y = executor.run({at::zeros({5})});
+    ASSERT_TRUE(y.ok()) << y.error().userMessage();
+    EXPECT_TRUE(sameBits(y->front(), at::tensor({0.5f, -1.0f, 1.5f, -4.0f, 3.5f})));
+
+    // A value outside [-8, 7] cannot be an int4 code: refused, not wrapped.
+    graph->initializers["w"] = at::tensor({1, 9, 3, 0, 0}, at::kChar);
+    auto refused = io::writeOnnx(*graph);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message, "initializer 'w' holds 9, which is not a int4 code");
+}
+
+TEST(QdqIo, ShortInt4RawDataIsBadInput)
+{
+    // ModelProto { graph { initializer w: INT4 dims [5], raw_data of 2 bytes (needs 3) } }.
+    io::pb::Writer m;
+    m.writeInt64(1, 10);
+    const auto g = m.beginMessage(7);
+    const auto t = m.beginMessage(5);
+    m.writeInt64(1, 5);
+    m.writeInt64(2, 22);
+    m.writeString(8, "w");
+    const std::uint8_t raw[2] = {0x21, 0x43};
+    m.writeBytes(9, raw, 2);
+    m.endMessage(t);
+    m.endMessage(g);
+    const auto op = m.beginMessage(8);
+    m.writeString(1, "");
+    m.writeInt64(2, 21);
+    m.endMessage(op);
+    auto graph = io::readOnnx(m.take(), "short.onnx");
+    ASSERT_FALSE(graph.ok());
+    EXPECT_EQ(graph.error().code, ErrorCode::BadInput);
+    EXPECT_NE(graph.error().message.find("has 2 bytes of raw_data, expected 3 for shape [5] int4"),
+              std::string::npos)
+        << graph.error().message;
+}
+
+// ---- QDQ export of the engine's schemes -------------------------------------------------
+
+ir::Graph convNet(std::uint64_t seed, bool matmulHead = false)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    ir::GraphBuilder g("net");
+    auto x = g.input("x", {-1, 1, 8, 8});
+    x = g.conv2d("conv", x, at::randn({8, 1, 3, 3}, gen) * 0.5, std::nullopt, {1, 1, 1, 1});
+    x = g.batchNorm("bn", x, at::rand({8}, gen) + 0.5, at::randn({8}, gen) * 0.1,
+                    at::randn({8}, gen) * 0.1, at::rand({8}, gen) + 0.5);
+    x = g.unary("relu", ir::OpKind::Relu, x);
+    x = g.maxPool("pool", x, 2, 2);
+    x = g.flatten("flat", x);
+    x = g.linear("fc1", x, at::randn({32, 128}, gen) * 0.1, at::randn({32}, gen) * 0.1);
+    x = g.unary("fc1.relu", ir::OpKind::Relu, x);
+    if (matmulHead) {
+        // A MatMul with a constant [in, out] weight: the transposed layouts.
+        const auto w = g.constant("head.weight", at::randn({32, 4}, gen) * 0.2);
+        x = g.matmul("head", x, w);
+    } else {
+        x = g.linear("fc2", x, at::randn({4, 32}, gen) * 0.2, at::zeros({4}));
+    }
+    g.output(x);
+    return g.build().value();
+}
+
+io::Dataset samples(std::int64_t n, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    io::Dataset d;
+    d.path = "samples";
+    d.inputs = at::rand({n, 1, 8, 8}, gen);
+    d.labels = at::randint(0, 4, {n}, gen);
+    return d;
+}
+
+quant::QuantizedModel prepare(const ir::Graph& graph, const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << spec;
+    auto model = quant::prepare(graph, *scheme, samples(200, 7).inputs);
+    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+std::vector<std::string> opsOf(const ir::Graph& g)
+{
+    std::vector<std::string> ops;
+    for (const auto& n : g.nodes)
+        ops.emplace_back(ir::opKindName(n.op));
+    return ops;
+}
+
+TEST(QdqExport, StaticInt8GraphHasCalibratedQdqAndInt8PerChannelWeights)
+{
+    const auto model = prepare(convNet(1), "static-int8");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok()) << g.error().userMessage();
+    const std::vector<std::string> want = {
+        "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Conv", "Relu", "MaxPool",
+        "Flatten", "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm", "Relu",
+        "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm"};
+    EXPECT_EQ(opsOf(*g), want);  // BatchNormalization folded away
+    // The folded conv weight (BN folding names it "conv.weight_folded") as int8 per channel.
+    const at::Tensor* w = g->initializer("conv.weight_folded_quantized");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->scalar_type(), at::kChar);
+    EXPECT_EQ(w->sizes(), (std::vector<std::int64_t>{8, 1, 3, 3}));
+    ASSERT_NE(g->initializer("conv.weight_folded_scale"), nullptr);
+    EXPECT_EQ(g->initializer("conv.weight_folded_scale")->sizes(), (std::vector<std::int64_t>{8}));
+    ASSERT_NE(g->initializer("fc1.input_zero_point"), nullptr);
+    EXPECT_EQ(g->initializer("fc1.input_zero_point")->scalar_type(), at::kByte);
+    EXPECT_EQ(g->initializer("fc1.input_scale")->item<float>(),
+              model.layers.at("fc1").act->scale.item<float>());
+    EXPECT_EQ(g->initializer("conv.weight_folded"), nullptr);  // no float weights left behind
+    EXPECT_EQ(g->initializer("fc1.weight"), nullptr);
+    EXPECT_NE(g->initializer("fc1.bias"), nullptr);            // biases stay float
+    EXPECT_EQ(g->metadata.at("bitlens.scheme"), "static-int8");
+    // int8 codes: about a quarter of the float weights' bytes.
+    EXPECT_LT(g->parameterBytes(), model.bytesFloat / 3);
+}
+
+TEST(QdqExport, DynamicInt8UsesDynamicQuantizeLinear)
+{
+    const auto model = prepare(convNet(2), "dynamic-int8");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok()) << g.error().userMessage();
+    int dynamic = 0;
+    for (const auto& n : g->nodes) {
+        dynamic += n.op == ir::OpKind::DynamicQuantizeLinear;
+        EXPECT_NE(n.op, ir::OpKind::QuantizeLinear) << n.name;
+    }
+    EXPECT_EQ(dynamic, 3);
+}
+
+TEST(QdqExport, W4Int4UsesBlockedInt4AndReshapesConvWeights)
+{
+    const auto model = prepare(convNet(3), "w4-int4:group=16");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok()) << g.error().userMessage();
+    EXPECT_EQ(io::writtenOpset(*g), 21);
+    ASSERT_EQ(g->initializerTypes.count("fc1.weight_quantized"), 1u);
+    EXPECT_EQ(g->initializerTypes.at("fc1.weight_quantized"), ir::DType::Int4);
+    EXPECT_EQ(g->initializerTypes.at("fc1.weight_zero_point"), ir::DType::Int4);  // asymmetric
+    ASSERT_NE(g->initializer("fc1.weight_scale"), nullptr);
+    EXPECT_EQ(g->initializer("fc1.weight_scale")->sizes(), (std::vector<std::int64_t>{32, 8}));
+    // The conv's groups run over in * kh * kw = 9: stored 2-D, dequantized, reshaped.
+    ASSERT_NE(g->initializer("conv.weight_quantized"), nullptr);
+    EXPECT_EQ(g->initializer("conv.weight_quantized")->sizes(), (std::vector<std::int64_t>{8, 9}));
+    bool reshaped = false;
+    for (const auto& n : g->nodes) {
+        if (n.op == ir::OpKind::DequantizeLinear && n.inputs[0] == "fc1.weight_quantized") {
+            EXPECT_EQ(n.attrs.getInt("block_size", 0), 16);
+            EXPECT_EQ(n.attrs.getInt("axis", -1), 1);
+        }
+        reshaped = reshaped || n.op == ir::OpKind::Reshape;
+        EXPECT_NE(n.op, ir::OpKind::QuantizeLinear);  // weight-only: activations stay float
+    }
+    EXPECT_TRUE(reshaped);
+    // 4-bit codes packed two per byte: under a sixth of the float bytes with group 16 scales.
+    EXPECT_LT(g->parameterBytes(), model.bytesFloat / 4);
+}
+
+struct VerifyCase {
+    const char* spec;
+    bool matmulHead;
+};
+
+class ExportVerify : public ::testing::TestWithParam<VerifyCase> {};
+
+TEST_P(ExportVerify, ReloadedFileMatchesTheInAppModel)
+{
+    test::TempDir dir;
+    const auto [spec, matmulHead] = GetParam();
+    const auto model = prepare(convNet(4, matmulHead), spec);
+    const std::string path = dir.file("model.onnx");
+    auto written = exporting::exportModel(model, exporting::ExportFormat::Onnx, path);
+    ASSERT_TRUE(written.ok()) << written.error().userMessage();
+    EXPECT_EQ(written->bytes, static_cast<std::int64_t>(fs::file_size(path)));
+    EXPECT_EQ(written->quantizedLayers, 3);
+    const io::Dataset data = samples(300, 11);
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, data);
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    EXPECT_EQ(v->weightsChecked, 3);
+    EXPECT_EQ(v->weightsMismatched, 0);
+    EXPECT_EQ(v->samples, 300);
+    ASSERT_TRUE(v->metricApp && v->metricFile);
+    const std::string s = spec;
+    if (s.rfind("w4-int4", 0) == 0) {
+        // Weight-only: the same dequantized weights through the same float ops, bit for bit.
+        EXPECT_EQ(v->maxAbsDiff, 0.0) << v->message;
+        EXPECT_EQ(v->metricApp->value, v->metricFile->value);
+    } else {
+        // Only rounding ties may differ as ONNX rounds: a handful of elements by one step.
+        EXPECT_LE(v->argmaxDisagreements, 3) << v->message;
+    }
+    EXPECT_EQ(v->maxAbsDiffSameRounding, 0.0) << v->message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, ExportVerify,
+                         ::testing::Values(VerifyCase{"static-int8", false},
+                                           VerifyCase{"dynamic-int8", false},
+                                           VerifyCase{"w4-int4:group=16", false},
+                                           VerifyCase{"static-w4a8", false},
+                                           VerifyCase{"smoothquant-int8", false},
+                                           VerifyCase{"static-int8:per=tensor", true},
+                                           VerifyCase{"w4-int4:group=8", true},
+                                           VerifyCase{"dynamic-int8", true}));
+
+TEST(ExportVerify, CatchesAWrongActivationScale)
+{
+    test::TempDir dir;
+    const auto model = prepare(convNet(5), "static-int8");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok());
+    // One percent off in one layer's activation scale: the kind of slip an exporter makes.
+    g->initializers["fc1.input_scale"] = g->initializers["fc1.input_scale"] * 1.01f;
+    const std::string path = dir.file("bad.onnx");
+    ASSERT_TRUE(io::writeOnnxFile(*g, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(300, 12));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_FALSE(v->ok) << v->message;
+    EXPECT_GT(v->maxAbsDiffSameRounding, 0.0);
+    const Error e = exporting::mismatchError(path, *v);
+    EXPECT_EQ(e.code, ErrorCode::Runtime);
+    EXPECT_NE(e.message.find("max |diff|"), std::string::npos) << e.message;
+
+    // A wrong weight is caught by the bit-for-bit weight check.
+    g = exporting::buildQdqGraph(model);
+    ASSERT_EQ(g->initializers.count("conv.weight_folded_quantized"), 1u);
+    at::Tensor& codes = g->initializers["conv.weight_folded_quantized"];
+    codes = codes.clone();
+    codes.view({-1})[0].fill_(codes.view({-1})[0].item<int>() ^ 1);
+    ASSERT_TRUE(io::writeOnnxFile(*g, path).ok());
+    v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(50, 12));
+    ASSERT_TRUE(v.ok());
+    EXPECT_FALSE(v->ok);
+    EXPECT_EQ(v->weightsMismatched, 1);
+}
+
+TEST(ExportRefusals, SchemesOnnxCannotHoldNameTheSchemeAndAlternatives)
+{
+    for (const std::string spec : {"w4-nf4", "w4-fp4", "llm-int8", "fp16", "bf16", "fp8-e4m3",
+                                   "dynamic-int8:act-per=token", "static-int8:weight=int2",
+                                   "static-int8:weight=fp8_e4m3,act=fp8_e4m3,act-sym=true"}) {
+        auto scheme = quant::parseScheme(spec);
+        ASSERT_TRUE(scheme.ok()) << spec;
+        auto r = exporting::checkExportable(*scheme, exporting::ExportFormat::Onnx);
+        ASSERT_FALSE(r.ok()) << spec;
+        EXPECT_EQ(r.error().code, ErrorCode::Unsupported) << spec;
+        EXPECT_EQ(r.error().message.rfind("scheme " + spec + " cannot be exported to ONNX: ", 0),
+                  0u)
+            << r.error().message;
+    }
+    auto nf4 = quant::parseScheme("w4-nf4");
+    EXPECT_NE(exporting::checkExportable(*nf4, exporting::ExportFormat::Onnx)
+                  .error()
+                  .message.find("w4-int4"),
+              std::string::npos);
+    for (const std::string spec : {"static-int8", "dynamic-int8", "w4-int4", "static-w4a8",
+                                   "smoothquant-int8", "w4-int4:group=128"}) {
+        auto scheme = quant::parseScheme(spec);
+        EXPECT_TRUE(exporting::checkExportable(*scheme, exporting::ExportFormat::Onnx).ok())
+            << spec;
+    }
+    // A float override of an otherwise unsupported layer type is fine; an unsupported
+    // override is named.
+    auto scheme = quant::parseScheme("static-int8");
+    scheme->overrides["fc1"] = scheme->config;
+    scheme->overrides["fc1"]->weightType = quant::QuantType::NF4;
+    auto r = exporting::checkExportable(*scheme, exporting::ExportFormat::Onnx);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("override of layer 'fc1'"), std::string::npos);
+    for (auto f : {exporting::ExportFormat::Gguf, exporting::ExportFormat::Safetensors})
+        EXPECT_EQ(exporting::checkExportable(*quant::parseScheme("static-int8"), f).error().code,
+                  ErrorCode::Unsupported);
+}
+
+TEST(ExportFiles, FormatsFromNamesAndExtensions)
+{
+    EXPECT_EQ(*exporting::parseFormat("ONNX"), exporting::ExportFormat::Onnx);
+    EXPECT_EQ(*exporting::formatFromPath("a/b.gguf"), exporting::ExportFormat::Gguf);
+    EXPECT_EQ(*exporting::formatFromPath("m.safetensors"), exporting::ExportFormat::Safetensors);
+    EXPECT_EQ(exporting::formatFromPath("m.bin").error().code, ErrorCode::Usage);
+    EXPECT_EQ(exporting::parseFormat("tflite").error().code, ErrorCode::Usage);
+}
+
+TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
+{
+    test::TempDir dir;
+    const auto model = prepare(convNet(6), "static-int8");
+
+    // A missing folder: BadInput naming it; nothing created.
+    const std::string missing = dir.file("no/such/model.onnx");
+    auto r = exporting::exportModel(model, exporting::ExportFormat::Onnx, missing);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::BadInput);
+    EXPECT_FALSE(fs::exists(missing));
+
+    // Cancelled: no file, and an existing file at the path keeps its content.
+    const std::string path = dir.file("model.onnx");
+    { std::ofstream(path) << "previous"; }
+    CancelToken cancel;
+    cancel.cancel();
+    r = exporting::exportModel(model, exporting::ExportFormat::Onnx, path, Progress::none(),
+                               cancel);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Cancelled);
+    std::ifstream in(path);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(content, "previous");
+
+    // A read-only folder (not for root, who may write anywhere): Runtime, no file, no temp.
+    if (::geteuid() != 0) {
+        const std::string ro = dir.file("ro");
+        fs::create_directories(ro);
+        fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+        r = exporting::exportModel(model, exporting::ExportFormat::Onnx, ro + "/model.onnx");
+        fs::permissions(ro, fs::perms::owner_all);
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.error().code, ErrorCode::Runtime);
+        EXPECT_TRUE(fs::is_empty(ro));
+    }
+
+    // The rename into place fails (a folder sits at the path): Runtime, the temporary file is
+    // gone and the folder untouched.
+    const std::string taken = dir.file("taken.onnx");
+    fs::create_directories(taken);
+    r = exporting::exportModel(model, exporting::ExportFormat::Onnx, taken);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Runtime);
+    EXPECT_TRUE(fs::is_directory(taken));
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path()))
+        ++entries;
+    EXPECT_EQ(entries, 2 + (::geteuid() != 0 ? 1 : 0));  // model.onnx, taken.onnx (and ro)
+
+    // Unsupported formats write nothing.
+    r = exporting::exportModel(model, exporting::ExportFormat::Gguf, dir.file("m.gguf"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
+    EXPECT_FALSE(fs::exists(dir.file("m.gguf")));
+}
+
+} // namespace
