@@ -8,7 +8,6 @@
 // the partial sums meet in a warp shuffle reduction. Integer codes (table 0..15) convert with
 // one instruction; code tables (NF4, FP4) read a 16-entry table in shared memory.
 
-#include "kernels/fake_quant.h"  // cudaDeviceCount()
 #include "kernels/lowbit.h"
 
 #include <cuda_runtime.h>
@@ -134,6 +133,18 @@ std::string errorText(const char* what, cudaError_t status)
     return std::string(what) + ": " + cudaGetErrorString(status);
 }
 
+/// CUDA devices visible (0 also when the runtime finds no driver). Kept here rather than using
+/// fake_quant.cu's: that object needs core's Error, which a static link may have passed by.
+int visibleDevices()
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
 template <typename T>
 cudaError_t upload(T** dst, const T* src, std::size_t count)
 {
@@ -149,7 +160,7 @@ cudaError_t upload(T** dst, const T* src, std::size_t count)
 
 Nibble4DevicePtr uploadNibble4Weight(const Nibble4PackedWeight& w, std::string& error)
 {
-    if (cudaDeviceCount() == 0) {
+    if (visibleDevices() == 0) {
         error = "no CUDA device";
         return nullptr;
     }
