@@ -25,9 +25,12 @@
 // Packed layouts (the same for the CPU and CUDA kernels, so one packing serves both):
 //  - int8: panels of up to 64 output channels; inside a panel, for each 4 consecutive k, 4 bytes
 //    per channel ([kPadded / 4][width][4]): one 64-byte load feeds 16 lanes of vpdpbusd.
-//  - 4-bit: rows of kPadded / 2 bytes (kPadded = K rounded up to 32); each 16-byte chunk holds 32
-//    consecutive k: byte j has element j in its low nibble and element j + 16 in its high nibble,
-//    so one 128-bit load gives two 16-lane vectors with one shift.
+//  - 4-bit: rows of kPadded / 2 bytes (kPadded = K rounded up to 128); each 64-byte chunk holds
+//    128 consecutive k as 16 little-endian 32-bit words: word d holds element d + 16 s in bits
+//    4s..4s+3 (s = 0..7). One 512-bit load then gives eight 16-lane index vectors, one shift
+//    each and no byte-to-word expansion; vpermps reads only the low 4 bits of an index. Worked
+//    example: element 37 = 5 + 16 * 2 sits in word 5, bits 8..11, i.e. byte 5 * 4 + 1 = 21 of
+//    the chunk, low nibble.
 
 #include <cstddef>
 #include <cstdint>
@@ -146,25 +149,29 @@ void quantizeRowsU8Ref(const float* x, std::int64_t m, std::int64_t k, std::int6
 
 // --- 4-bit weight-only GEMV / GEMM -------------------------------------------------------------
 
-/// Elements per 16-byte chunk of the 4-bit layout; K is padded to a multiple of it.
-constexpr std::int64_t kNibbleChunk = 32;
+/// Elements per 64-byte chunk of the 4-bit layout; K is padded to a multiple of it.
+constexpr std::int64_t kNibbleChunk = 128;
+/// Scale groups of the 4-bit kernels are whole multiples of this many elements.
+constexpr std::int64_t kNibbleGroupMultiple = 32;
 
 /// 4-bit weights [N, K] with group scales, packed (layout in the file comment).
 struct Nibble4PackedWeight {
     std::int64_t n = 0;
     std::int64_t k = 0;
     std::int64_t kPadded = 0;    ///< K rounded up to kNibbleChunk
-    std::int64_t group = 0;      ///< elements per scale group, a multiple of kNibbleChunk
-    std::int64_t groups = 0;     ///< ceil(kPadded / group); the last group may be shorter
+    std::int64_t group = 0;      ///< elements per scale group, a multiple of 32
+    std::int64_t groups = 0;     ///< ceil(K / group); the last group may be shorter (padding
+                                 ///< beyond K reads the last group's scale; x is 0 there)
     float table[16] = {};        ///< value of each code
     AlignedArray<std::uint8_t> data;  ///< [N, kPadded / 2]
     AlignedArray<float> scale;        ///< [N, groups]
     AlignedArray<float> offset;       ///< [N, groups] (mn), or empty when every offset is 0
 };
 
-/// Packs codes u [N, K] (uint8 values 0..15, ldu elements per row) with scale / offset [N, G]
-/// (offset may be null: all 0) for groups of `group` elements (a multiple of 32; K is padded
-/// with the code `padCode`, whose weight must be 0: the zero point, or NF4's code 7).
+/// Packs codes u [N, K] (uint8 values 0..15, ldu elements per row) with scale / offset [N, G],
+/// G = ceil(K / group) (offset may be null: all 0), for groups of `group` elements (a multiple
+/// of 32). K is padded with the code `padCode`: any code, since the kernels require x to be 0
+/// in the padding.
 Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std::int64_t k,
                                       std::int64_t ldu, std::int64_t group, const float* scale,
                                       const float* offset, const float table[16],

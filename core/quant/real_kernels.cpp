@@ -100,7 +100,8 @@ std::optional<std::int64_t> int4KernelGroup(const Granularity& g, std::int64_t k
 std::optional<std::int64_t> nibble4Group(const Granularity& g)
 {
     if (g.kind == Granularity::Kind::PerGroup)
-        return g.groupSize % kernels::kNibbleChunk == 0 ? std::optional<std::int64_t>(g.groupSize)
+        return g.groupSize % kernels::kNibbleGroupMultiple == 0
+                   ? std::optional<std::int64_t>(g.groupSize)
                                                         : std::nullopt;
     return perChannelOrTensor(g) ? std::optional<std::int64_t>(0) : std::nullopt;
 }
@@ -392,7 +393,7 @@ void prepareNibble4(Prepared& p, const at::Tensor& view, const LayerQuant& lq)
                 : at::Tensor();
     const std::int64_t kPadded = roundUp(p.k, kernels::kNibbleChunk);
     const std::int64_t group = p.plan.kernelGroup ? p.plan.kernelGroup : kPadded;
-    TORCH_CHECK(s.size(1) == (kPadded + group - 1) / group, "4-bit kernel: ", s.size(1),
+    TORCH_CHECK(s.size(1) == (p.k + group - 1) / group, "4-bit kernel: ", s.size(1),
                 " scale blocks for K = ", p.k, " in groups of ", group);
     // Integer types have no code table in their traits: theirs is the identity.
     std::vector<float> table(16);

@@ -23,8 +23,9 @@ TEST(CudaNibble4Gemv, MatchesTheReferenceForInt4AndNf4OverEveryBatchSize)
                                  " group " + std::to_string(group) + (nf4 ? " nf4" : " int4"));
                     at::Generator gen = at::detail::createCPUGenerator(seed++);
                     const at::Tensor u = at::randint(0, 16, {n, k}, gen, at::kByte);
-                    const std::int64_t kPadded = (k + 31) / 32 * 32;
-                    const std::int64_t groups = (kPadded + group - 1) / group;
+                    const std::int64_t kPadded =
+                        (k + kNibbleChunk - 1) / kNibbleChunk * kNibbleChunk;
+                    const std::int64_t groups = (k + group - 1) / group;
                     const at::Tensor s = at::rand({n, groups}, gen) * 0.2 + 0.01;
                     const at::Tensor o = at::randn({n, groups}, gen);
                     const Nibble4PackedWeight w = packNibble4Weight(
@@ -58,12 +59,13 @@ TEST(CudaNibble4Gemv, RejectsBatchesAboveEightRows)
 {
     if (cudaDeviceCount() == 0)
         GTEST_SKIP() << "no CUDA device";
-    const std::uint8_t u[32] = {};
+    const std::uint8_t u[128] = {};
     const float s[1] = {1};
-    const Nibble4PackedWeight w = packNibble4Weight(u, 1, 32, 32, 32, s, nullptr, uint4Table(), 0);
+    const Nibble4PackedWeight w =
+        packNibble4Weight(u, 1, 128, 128, 128, s, nullptr, uint4Table(), 0);
     std::string error;
     const Nibble4DevicePtr dw = uploadNibble4Weight(w, error);
     ASSERT_TRUE(dw) << error;
-    float x[9 * 32] = {}, y[9] = {};
+    float x[9 * 128] = {}, y[9] = {};
     EXPECT_NE(nibble4GemvCudaHost(x, 9, *dw, y, 1, nullptr), "");
 }

@@ -180,7 +180,7 @@ std::pair<Nibble4PackedWeight, at::Tensor> randomNibble4(const Nibble4Case& c, s
 {
     const at::Tensor u = at::randint(0, 16, {c.n, c.k}, seeded(seed), at::kByte);
     const std::int64_t kPadded = (c.k + kNibbleChunk - 1) / kNibbleChunk * kNibbleChunk;
-    const std::int64_t groups = (kPadded + c.group - 1) / c.group;
+    const std::int64_t groups = (c.k + c.group - 1) / c.group;
     const at::Tensor s = at::rand({c.n, groups}, seeded(seed + 1)) * 0.2 + 0.01;
     const at::Tensor o = at::randn({c.n, groups}, seeded(seed + 2));
     const float* table = c.nf4 ? nf4Table() : uint4Table();
@@ -193,7 +193,8 @@ std::pair<Nibble4PackedWeight, at::Tensor> randomNibble4(const Nibble4Case& c, s
     at::Tensor wq = at::zeros({c.n, kPadded}, at::kDouble);
     wq.narrow(1, 0, c.k).copy_(values.index_select(0, u.to(at::kLong).reshape({-1})).reshape(
         {c.n, c.k}));
-    const at::Tensor index = at::arange(kPadded, at::kLong).div(c.group, "floor");
+    const at::Tensor index =
+        at::arange(kPadded, at::kLong).div(c.group, "floor").clamp_max(groups - 1);
     wq = wq * s.to(at::kDouble).index_select(1, index);
     if (c.offsets)
         wq = wq + o.to(at::kDouble).index_select(1, index);
@@ -264,14 +265,24 @@ TEST(Nibble4Pack, RejectsGroupsThatAreNotWholeChunks)
     EXPECT_NO_THROW(packNibble4Weight(u, 1, 64, 64, 32, s, nullptr, uint4Table(), 0));
 }
 
-TEST(Nibble4Pack, PutsElementJInTheLowAndJPlus16InTheHighNibble)
+TEST(Nibble4Pack, PutsElementDPlus16SInNibbleSOfWordD)
 {
-    std::uint8_t u[32];
-    for (int i = 0; i < 32; ++i)
-        u[i] = static_cast<std::uint8_t>(i % 16);
-    u[16] = 9;
+    std::uint8_t u[128] = {};
+    u[0] = 3;
+    u[16] = 9;   // word 0, nibble 1: byte 0, high
+    u[37] = 12;  // 37 = 5 + 16 * 2: word 5, nibble 2: byte 21, low
+    u[127] = 7;  // 127 = 15 + 16 * 7: word 15, nibble 7: byte 63, high
     const float s[1] = {1};
-    const Nibble4PackedWeight p = packNibble4Weight(u, 1, 32, 32, 32, s, nullptr, uint4Table(), 0);
-    EXPECT_EQ(p.data[0], 0x90);  // element 0 = 0 (low), element 16 = 9 (high)
-    EXPECT_EQ(p.data[5], 0x55);  // element 5 = 5, element 21 = 5
+    const Nibble4PackedWeight p =
+        packNibble4Weight(u, 1, 128, 128, 128, s, nullptr, uint4Table(), 0);
+    EXPECT_EQ(p.data[0], 0x93);
+    EXPECT_EQ(p.data[21], 0x0C);
+    EXPECT_EQ(p.data[63], 0x70);
+    EXPECT_EQ(p.kPadded, 128);
+    // K = 33 pads to one chunk of 128, with ceil(33 / 32) = 2 scale groups.
+    const float s2[2] = {1, 2};
+    const Nibble4PackedWeight q =
+        packNibble4Weight(u, 1, 33, 128, 32, s2, nullptr, uint4Table(), 0);
+    EXPECT_EQ(q.kPadded, 128);
+    EXPECT_EQ(q.groups, 2);
 }

@@ -222,57 +222,97 @@ BITLENS_AVX512 float dotAvx512(const float* a, const float* b, std::int64_t n)
     return _mm512_reduce_add_ps(acc);
 }
 
+/// Output channels [n, n + NR) for rows [0, MR) of x. The 16-entry table is multiplied by the
+/// group's scale when the group changes (vmulps), so one vpermps yields table[u] * s for 16
+/// weights, straight into the FMAs: no partial sums per group. NR rows of weights advance
+/// together (more independent loads and FMA chains in flight).
+template <int MR, int NR>
+BITLENS_AVX512 void nibbleTile(const float* x, std::int64_t ldx, const Nibble4PackedWeight& w,
+                               std::int64_t n, __m512 (&acc)[NR][MR])
+{
+    const __m512 table = _mm512_loadu_ps(w.table);
+    const std::int64_t rowBytes = w.kPadded / 2;
+    const std::uint8_t* rows[NR];
+    const float* scales[NR];
+    __m512 scaled[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) {
+        rows[i] = w.data.data() + (n + i) * rowBytes;
+        scales[i] = w.scale.data() + (n + i) * w.groups;
+        scaled[i] = _mm512_mul_ps(table, _mm512_set1_ps(scales[i][0]));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+            acc[i][r] = _mm512_setzero_ps();
+    }
+    // The group advances at most once per 32 elements (groups are multiples of 32): compare
+    // with its end instead of dividing (an integer division per 32 weights costs more than
+    // the arithmetic).
+    std::int64_t group = 0;
+    std::int64_t groupEnd = w.groups > 1 ? w.group : w.kPadded;
+    for (std::int64_t k = 0; k < w.kPadded; k += kNibbleChunk) {
+        __m512i words[NR];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; ++i)
+            words[i] = _mm512_load_si512(rows[i] + k / 2);  // 128 codes (see lowbit.h)
+#pragma GCC unroll 4
+        for (int half = 0; half < 4; ++half) {
+            // Elements k + 32 half .. + 31 (nibbles 2 half and 2 half + 1) share one group.
+            if (k + 32 * half >= groupEnd) {
+                ++group;
+                groupEnd = group + 1 < w.groups ? groupEnd + w.group : w.kPadded;
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; ++i)
+                    scaled[i] = _mm512_mul_ps(table, _mm512_set1_ps(scales[i][group]));
+            }
+#pragma GCC unroll 2
+            for (int s = 2 * half; s < 2 * half + 2; ++s) {
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; ++i) {
+                    // vpermps reads the low 4 bits of each index: nibble s needs a shift only.
+                    const __m512i index = s == 0 ? words[i] : _mm512_srli_epi32(words[i], 4 * s);
+                    const __m512 wv = _mm512_permutexvar_ps(index, scaled[i]);
+#pragma GCC unroll 8
+                    for (int r = 0; r < MR; ++r)
+                        acc[i][r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * ldx + k + 16 * s),
+                                                    acc[i][r]);
+                }
+            }
+        }
+    }
+}
+
+template <int MR, int NR>
+BITLENS_AVX512 void nibbleStore(const Nibble4PackedWeight& w, const float* xsum, std::int64_t n,
+                                __m512 (&acc)[NR][MR], float* y, std::int64_t ldy)
+{
+    for (int i = 0; i < NR; ++i)
+        for (int r = 0; r < MR; ++r) {
+            float v = _mm512_reduce_add_ps(acc[i][r]);
+            if (xsum)
+                v += dotAvx512(w.offset.data() + (n + i) * w.groups, xsum + r * w.groups,
+                               w.groups);
+            y[r * ldy + n + i] = v;
+        }
+}
+
 /// Output channels [n0, n1) for rows [0, MR) of x; xsum [MR, groups] (null without offsets).
 template <int MR>
 BITLENS_AVX512 void nibbleRows(const float* x, std::int64_t ldx, const Nibble4PackedWeight& w,
                                const float* xsum, std::int64_t n0, std::int64_t n1, float* y,
                                std::int64_t ldy)
 {
-    const __m512 table = _mm512_loadu_ps(w.table);
-    const std::int64_t rowBytes = w.kPadded / 2;
-    for (std::int64_t n = n0; n < n1; ++n) {
-        const std::uint8_t* row = w.data.data() + n * rowBytes;
-        const float* scale = w.scale.data() + n * w.groups;
-        __m512 acc[MR];
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r)
-            acc[r] = _mm512_setzero_ps();
-        for (std::int64_t g = 0; g < w.groups; ++g) {
-            const std::int64_t k0 = g * w.group;
-            const std::int64_t k1 = std::min(k0 + w.group, w.kPadded);
-            // Low and high halves accumulate apart: one chain of FMAs would wait on its own
-            // latency (4 cycles) twice per chunk.
-            __m512 partLo[MR], partHi[MR];
-#pragma GCC unroll 8
-            for (int r = 0; r < MR; ++r) {
-                partLo[r] = _mm512_setzero_ps();
-                partHi[r] = _mm512_setzero_ps();
-            }
-            for (std::int64_t k = k0; k < k1; k += kNibbleChunk) {
-                // 16 bytes = 32 codes: low nibbles are k..k+15, high nibbles k+16..k+31.
-                const __m512i d =
-                    _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
-                // vpermps reads the low 4 bits of each index: the high nibble needs a shift only.
-                const __m512 wLo = _mm512_permutexvar_ps(d, table);
-                const __m512 wHi = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), table);
-#pragma GCC unroll 8
-                for (int r = 0; r < MR; ++r) {
-                    partLo[r] = _mm512_fmadd_ps(wLo, _mm512_loadu_ps(x + r * ldx + k), partLo[r]);
-                    partHi[r] =
-                        _mm512_fmadd_ps(wHi, _mm512_loadu_ps(x + r * ldx + k + 16), partHi[r]);
-                }
-            }
-            const __m512 s = _mm512_set1_ps(scale[g]);
-#pragma GCC unroll 8
-            for (int r = 0; r < MR; ++r)
-                acc[r] = _mm512_fmadd_ps(_mm512_add_ps(partLo[r], partHi[r]), s, acc[r]);
-        }
-        for (int r = 0; r < MR; ++r) {
-            float v = _mm512_reduce_add_ps(acc[r]);
-            if (xsum)
-                v += dotAvx512(w.offset.data() + n * w.groups, xsum + r * w.groups, w.groups);
-            y[r * ldy + n] = v;
-        }
+    // Weight rows per step: 4 at batch 1 (the GEMV), fewer as rows of x use up registers.
+    constexpr int kRowsTogether = MR == 1 ? 4 : (MR == 2 ? 2 : 1);
+    std::int64_t n = n0;
+    for (; n + kRowsTogether <= n1; n += kRowsTogether) {
+        __m512 acc[kRowsTogether][MR];
+        nibbleTile<MR, kRowsTogether>(x, ldx, w, n, acc);
+        nibbleStore<MR, kRowsTogether>(w, xsum, n, acc, y, ldy);
+    }
+    for (; n < n1; ++n) {
+        __m512 acc[1][MR];
+        nibbleTile<MR, 1>(x, ldx, w, n, acc);
+        nibbleStore<MR, 1>(w, xsum, n, acc, y, ldy);
     }
 }
 
@@ -327,7 +367,8 @@ void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
         for (std::int64_t r = 0; r < m; ++r)
             for (std::int64_t g = 0; g < w.groups; ++g) {
                 float s = 0.0f;
-                for (std::int64_t k = g * w.group; k < std::min((g + 1) * w.group, w.kPadded); ++k)
+                const std::int64_t end = g + 1 == w.groups ? w.kPadded : (g + 1) * w.group;
+                for (std::int64_t k = g * w.group; k < end; ++k)
                     s += x[r * ldx + k];
                 xsum[static_cast<std::size_t>(r * w.groups + g)] = s;
             }

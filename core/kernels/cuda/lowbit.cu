@@ -1,11 +1,11 @@
 // CUDA 4-bit weight-only GEMV (kernels/lowbit.h): the same packed layout as the CPU kernels
-// (rows of 16-byte chunks, 32 codes per chunk: byte j holds element j in its low nibble and
-// element j + 16 in its high nibble), group scales and optional offsets in float32, float32
-// accumulation. Raw pointers only, no ATen: this file builds with nvcc alone (C++17).
+// (rows of 64-byte chunks of 128 codes: 32-bit word d holds element d + 16 s in bits 4s..4s+3),
+// group scales and optional offsets in float32, float32 accumulation. Raw pointers only, no
+// ATen: this file builds with nvcc alone (C++17).
 //
-// One warp per output channel: each lane takes whole chunks (one 128-bit load of 32 codes),
-// dequantizes them once (w = table[u] * s + offset) and multiplies them into up to 8 rows of x;
-// the partial sums meet in a warp shuffle reduction. Integer codes (table 0..15) convert with
+// One warp per output channel: each lane takes whole chunks (four 128-bit loads of 32 codes
+// each), dequantizes each weight once (w = table[u] * s + offset) and multiplies it into up to
+// 8 rows of x; the partial sums meet in a warp shuffle reduction. Integer codes (table 0..15) convert with
 // one instruction; code tables (NF4, FP4) read a 16-entry table in shared memory.
 
 #include "kernels/lowbit.h"
@@ -58,45 +58,52 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
     if (row >= n)
         return;
-    const int chunks = kPadded / 32;
-    const uint4* rowData = data + static_cast<long long>(row) * chunks;
+    const int chunks = kPadded / 128;
+    const uint4* rowData = data + static_cast<long long>(row) * chunks * 4;
     const float* rowScale = scale + static_cast<long long>(row) * groups;
     const float* rowOffset = offset ? offset + static_cast<long long>(row) * groups : nullptr;
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; ++m)
         acc[m] = 0.0f;
-#pragma unroll 2
     for (int c = lane; c < chunks; c += 32) {
-        const uint4 packed = __ldg(rowData + c);  // 32 codes in one 128-bit load
-        const int g = c * 32 / group;
-        const float s = __ldg(rowScale + g);
-        const float o = rowOffset ? __ldg(rowOffset + g) : 0.0f;
-        const unsigned words[4] = {packed.x, packed.y, packed.z, packed.w};
-        float w[32];
+        unsigned words[16];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const unsigned byte = (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
-            const unsigned lo = byte & 0xFu, hi = byte >> 4;
-            const float vLo = Linear ? static_cast<float>(lo) : lut[lo];
-            const float vHi = Linear ? static_cast<float>(hi) : lut[hi];
-            w[j] = fmaf(vLo, s, o);
-            w[j + 16] = fmaf(vHi, s, o);
+        for (int q = 0; q < 4; ++q) {
+            const uint4 v = __ldg(rowData + c * 4 + q);  // 32 codes per 128-bit load
+            words[4 * q] = v.x;
+            words[4 * q + 1] = v.y;
+            words[4 * q + 2] = v.z;
+            words[4 * q + 3] = v.w;
         }
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
-            const float4* xv =
-                reinterpret_cast<const float4*>(x + static_cast<long long>(m) * kPadded + c * 32);
-            float sum = 0.0f;
+        for (int s = 0; s < 8; ++s) {
+            // Elements c * 128 + 16 s + d, d = 0..15: nibble s of word d.
+            const int k0 = c * 128 + 16 * s;
+            const int g = min(k0 / group, groups - 1);
+            const float sc = __ldg(rowScale + g);
+            const float o = rowOffset ? __ldg(rowOffset + g) : 0.0f;
+            float w[16];
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const float4 v = __ldg(xv + q);
-                sum = fmaf(w[4 * q], v.x, sum);
-                sum = fmaf(w[4 * q + 1], v.y, sum);
-                sum = fmaf(w[4 * q + 2], v.z, sum);
-                sum = fmaf(w[4 * q + 3], v.w, sum);
+            for (int d = 0; d < 16; ++d) {
+                const unsigned u = (words[d] >> (4 * s)) & 0xFu;
+                w[d] = fmaf(Linear ? static_cast<float>(u) : lut[u], sc, o);
             }
-            acc[m] += sum;
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+                const float4* xv =
+                    reinterpret_cast<const float4*>(x + static_cast<long long>(m) * kPadded + k0);
+                float sum = 0.0f;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 v = __ldg(xv + q);
+                    sum = fmaf(w[4 * q], v.x, sum);
+                    sum = fmaf(w[4 * q + 1], v.y, sum);
+                    sum = fmaf(w[4 * q + 2], v.z, sum);
+                    sum = fmaf(w[4 * q + 3], v.w, sum);
+                }
+                acc[m] += sum;
+            }
         }
     }
 #pragma unroll

@@ -30,10 +30,10 @@ std::size_t int8PackedIndex(const Int8PackedWeight& w, std::int64_t n, std::int6
 std::uint8_t nibbleAt(const Nibble4PackedWeight& w, std::int64_t n, std::int64_t k)
 {
     const std::int64_t chunk = k / kNibbleChunk;
-    const std::int64_t j = k % kNibbleChunk;
-    const std::uint8_t byte =
-        w.data[static_cast<std::size_t>(n * (w.kPadded / 2) + chunk * 16 + j % 16)];
-    return j < 16 ? byte & 0x0F : byte >> 4;
+    const std::int64_t word = k % 16, shift = (k % kNibbleChunk) / 16;
+    const std::uint8_t byte = w.data[static_cast<std::size_t>(n * (w.kPadded / 2) + chunk * 64 +
+                                                              word * 4 + shift / 2)];
+    return shift % 2 == 0 ? byte & 0x0F : byte >> 4;
 }
 
 constexpr float kNf4[16] = {-1.0f,
@@ -144,26 +144,27 @@ Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std
                                       const float* offset, const float table[16],
                                       std::uint8_t padCode)
 {
-    if (n < 0 || k < 1 || ldu < k || group < kNibbleChunk || group % kNibbleChunk != 0 ||
-        padCode > 15)
+    if (n < 0 || k < 1 || ldu < k || group < kNibbleGroupMultiple ||
+        group % kNibbleGroupMultiple != 0 || padCode > 15)
         throw std::invalid_argument("packNibble4Weight: bad shape or group");
     Nibble4PackedWeight p;
     p.n = n;
     p.k = k;
     p.kPadded = roundUp(k, kNibbleChunk);
     p.group = group;
-    p.groups = (p.kPadded + group - 1) / group;
+    p.groups = (k + group - 1) / group;
     std::copy(table, table + 16, p.table);
     const std::int64_t rowBytes = p.kPadded / 2;
     p.data = AlignedArray<std::uint8_t>(static_cast<std::size_t>(n * rowBytes));
     for (std::int64_t i = 0; i < n; ++i) {
         for (std::int64_t j = 0; j < p.kPadded; ++j) {
             const std::uint8_t code = j < k ? u[i * ldu + j] & 0x0F : padCode;
-            const std::int64_t chunk = j / kNibbleChunk, within = j % kNibbleChunk;
-            std::uint8_t& byte = p.data[static_cast<std::size_t>(i * rowBytes + chunk * 16 +
-                                                                  within % 16)];
-            byte = within < 16 ? static_cast<std::uint8_t>((byte & 0xF0) | code)
-                               : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
+            const std::int64_t chunk = j / kNibbleChunk;
+            const std::int64_t word = j % 16, shift = (j % kNibbleChunk) / 16;
+            std::uint8_t& byte = p.data[static_cast<std::size_t>(i * rowBytes + chunk * 64 +
+                                                                  word * 4 + shift / 2)];
+            byte = shift % 2 == 0 ? static_cast<std::uint8_t>((byte & 0xF0) | code)
+                                  : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
         }
     }
     const std::size_t blocks = static_cast<std::size_t>(n * p.groups);
@@ -183,7 +184,8 @@ void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
         for (std::int64_t n = 0; n < w.n; ++n) {
             double sum = 0.0;
             for (std::int64_t k = 0; k < w.kPadded; ++k) {
-                const std::size_t b = static_cast<std::size_t>(n * w.groups + k / w.group);
+                const std::size_t b = static_cast<std::size_t>(
+                    n * w.groups + std::min(k / w.group, w.groups - 1));
                 const double weight =
                     static_cast<double>(w.table[nibbleAt(w, n, k)]) * w.scale[b] +
                     (w.offset.size() ? static_cast<double>(w.offset[b]) : 0.0);
