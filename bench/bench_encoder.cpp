@@ -4,7 +4,7 @@
 // weights, VNNI GEMM with fused dequantization and bias). The int8 model also fuses what a
 // quantizing engine fuses: Q, K and V in one GEMM (the activations are quantized once, not three
 // times) with the attention's 1 / sqrt(d_head) folded into Q's output scale and bias. The
-// non-linear parts (softmax, LayerNorm, GELU, the attention matmuls) are LibTorch's float ops
+// non-linear parts (scaled_dot_product_attention, LayerNorm, GELU) are LibTorch's float ops
 // on both sides. This is a hand-built LibTorch model around BitLens's kernels, not the graph
 // executor (which has no LayerNorm yet). bench/peers.py builds the same
 // shapes in PyTorch and times torch.ao's quantize_dynamic on them; scripts/run-bench puts the
@@ -107,22 +107,21 @@ struct EncoderLayer {
         const auto heads = [&](const at::Tensor& t) {
             return t.view({kBatch, kSeq, kHeads, kHeadDim}).transpose(1, 2);
         };
-        at::Tensor qh, kh, vh, scores;
+        // Attention through LibTorch's fused scaled_dot_product_attention on both sides, as
+        // Hugging Face's BERT / MiniLM run it by default (and bench/peers.py does).
+        at::Tensor ctx;
         if (int8) {
             const at::Tensor all = qkv.int8Forward(x);  // [B * S, 3 * hidden]
-            qh = heads(all.narrow(1, 0, kHidden));
-            kh = heads(all.narrow(1, kHidden, kHidden));
-            vh = heads(all.narrow(1, 2 * kHidden, kHidden));
-            scores = at::matmul(qh, kh.transpose(-2, -1));  // already scaled
+            ctx = at::scaled_dot_product_attention(heads(all.narrow(1, 0, kHidden)),
+                                                   heads(all.narrow(1, kHidden, kHidden)),
+                                                   heads(all.narrow(1, 2 * kHidden, kHidden)),
+                                                   {}, 0.0, false, 1.0);  // Q is pre-scaled
         } else {
-            qh = heads(q.floatForward(x));
-            kh = heads(k.floatForward(x));
-            vh = heads(v.floatForward(x));
-            scores = at::matmul(qh, kh.transpose(-2, -1)) /
-                     std::sqrt(static_cast<double>(kHeadDim));
+            ctx = at::scaled_dot_product_attention(heads(q.floatForward(x)),
+                                                   heads(k.floatForward(x)),
+                                                   heads(v.floatForward(x)));
         }
-        const at::Tensor attn = at::softmax(scores, -1);
-        const at::Tensor ctx = at::matmul(attn, vh).transpose(1, 2).reshape({-1, kHidden});
+        ctx = ctx.transpose(1, 2).reshape({-1, kHidden});
         const at::Tensor h = at::layer_norm(x + o.forward(ctx, int8), {kHidden}, ln1w, ln1b);
         const at::Tensor f = down.forward(at::gelu(up.forward(h, int8)), int8);
         return at::layer_norm(h + f, {kHidden}, ln2w, ln2b);
