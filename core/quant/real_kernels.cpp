@@ -1,5 +1,7 @@
 #include "quant/real_kernels.h"
 
+#include "kernels/lowbit.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
@@ -13,7 +15,7 @@ namespace bitlens::quant {
 namespace {
 
 /// The kernel families of the header's table.
-enum class KernelKind { Int8, Fp8, Cast, Int4WeightOnly, Int8WeightOnly };
+enum class KernelKind { Int8, Fp8, Cast, Int4WeightOnly, Int8WeightOnly, Nibble4WeightOnly };
 
 /// What realKernelFor() decided for one layer on one device.
 struct KernelPlan {
@@ -22,7 +24,11 @@ struct KernelPlan {
     at::ScalarType castType = at::kFloat;  ///< Cast: the 16-bit type
     std::int64_t kernelGroup = 0;          ///< Int4WeightOnly: the kernel's group size
     bool outliers = false;                 ///< Int8: LLM.int8() outlier columns
+    bool own = false;                      ///< Int8: BitLens's AVX512-VNNI GEMM, not _int_mm
 };
+
+/// The name of BitLens's own int8 GEMM (the LLM.int8() suffix is added to it as to _int_mm's).
+const std::string kOwnInt8Name = "bitlens avx512-vnni int8 gemm (u8 x s8 -> s32, fused dequant)";
 
 /// The int32 accumulator of a K-term int8 dot product cannot overflow up to this K: every term
 /// is at most 255 * 128 in magnitude once the zero point is folded in (see int8Accumulate), and
@@ -88,9 +94,27 @@ std::optional<std::int64_t> int4KernelGroup(const Granularity& g, std::int64_t k
     return kInt4Groups.back();  // K is padded to a multiple of 32
 }
 
-std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
-                                     c10::Device device)
+/// BitLens's own 4-bit kernel's group for a layer: the scale block itself when it is a whole
+/// number of 32-element chunks (per-group), one group over the padded row (per-channel), or
+/// nothing (per-tensor scales are expanded per row, so they are per-channel here).
+std::optional<std::int64_t> nibble4Group(const Granularity& g)
 {
+    if (g.kind == Granularity::Kind::PerGroup)
+        return g.groupSize % kernels::kNibbleGroupMultiple == 0
+                   ? std::optional<std::int64_t>(g.groupSize)
+                                                        : std::nullopt;
+    return perChannelOrTensor(g) ? std::optional<std::int64_t>(0) : std::nullopt;
+}
+
+bool isNibble4Type(QuantType t)
+{
+    return isInt4Codes(t) || t == QuantType::NF4 || t == QuantType::FP4E2M1;
+}
+
+std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
+                                     c10::Device device, KernelSource source)
+{
+    const bool own = source == KernelSource::Best && device.is_cpu();
     const LayerConfig& c = lq.config;
     if (c.keepFloat || !lq.weightFloat.defined() || !lq.weight.scale.defined())
         return std::nullopt;
@@ -127,7 +151,10 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
         (c.actType == QuantType::Int8 || c.actType == QuantType::UInt8) && k <= kMaxInt8K) {
         plan.kind = KernelKind::Int8;
         plan.outliers = c.actMode == ActMode::Dynamic && c.outlierThreshold > 0.0;
-        plan.name = "at::_int_mm (int8 x int8 -> int32)";
+        // Measured (bench/RESULTS.md): on every benchmarked shape the VNNI GEMM with its fused
+        // epilogue beats _int_mm plus the separate scaling, so it runs wherever the CPU has it.
+        plan.own = own && kernels::cpuFeatures().avx512Vnni;
+        plan.name = plan.own ? kOwnInt8Name : "at::_int_mm (int8 x int8 -> int32)";
         if (plan.outliers)
             plan.name += " + float32 GEMM of the fp16 outlier columns (LLM.int8)";
         return plan;
@@ -147,6 +174,17 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
 
     if (c.actMode != ActMode::Float)
         return std::nullopt;
+    if (own && kernels::cpuFeatures().avx512 && isNibble4Type(wt)) {
+        if (const auto group = nibble4Group(wg)) {
+            plan.kind = KernelKind::Nibble4WeightOnly;
+            plan.kernelGroup = *group;
+            const std::string type(traits(wt).name);
+            plan.name = "bitlens avx512 " + type + " gemv " +
+                        (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +
+                        " (float32 x " + type + " -> float32)";
+            return plan;
+        }
+    }
     if (isInt4Codes(wt)) {
         const auto kg = int4KernelGroup(wg, k);
         if (!kg)
@@ -251,6 +289,10 @@ struct Prepared {
     at::Tensor weightHalf;        ///< Int8 with outliers: fp16-rounded float32 view [N, K]
     at::Tensor smooth;            ///< SmoothQuant divisor per input channel (undefined: off)
     std::optional<QParams> act;   ///< static activation qparams, on the device
+    /// Int8 with plan.own: the weights packed for the VNNI GEMM (shared: Prepared is copied).
+    std::shared_ptr<const kernels::Int8PackedWeight> own8;
+    /// Nibble4WeightOnly: codes, group scales and offsets packed for the AVX-512 kernel.
+    std::shared_ptr<const kernels::Nibble4PackedWeight> nibble4;
 };
 
 /// Per-output-channel scale of a per-channel or per-tensor weight, as a float32 [N] vector.
@@ -325,6 +367,44 @@ void prepareInt4(Prepared& p, const at::Tensor& view, const LayerQuant& lq, c10:
     }
 }
 
+/// BitLens's 4-bit kernel: codes u in [0, 15] with w = table[u] * s + offset per group.
+/// Integer codes q with zero point z: u = q - qmin, table = {0..15}, offset = (qmin - z) * s,
+/// so table[u] * s + offset = (q - z) * s. Worked example, int4 (qmin -8), s = 0.1, z = -3,
+/// q = 2: u = 10, offset = (-8 + 3) * 0.1 = -0.5, 10 * 0.1 - 0.5 = 0.5 = (2 + 3) * 0.1. Code
+/// tables (NF4, FP4): u = q, table = the type's values, no offset.
+void prepareNibble4(Prepared& p, const at::Tensor& view, const LayerQuant& lq)
+{
+    const QuantTypeTraits& t = traits(lq.config.weightType);
+    const bool integer = t.family == TypeFamily::Integer;
+    at::Tensor codes = quantize(view, lq.weight).to(at::kInt);  // [N, K]
+    if (integer)
+        codes = codes - static_cast<std::int64_t>(t.qmin);
+    const at::Tensor u = codes.to(at::kByte).contiguous();
+    at::Tensor s = lq.weight.scale.to(at::kFloat);
+    at::Tensor z = lq.weight.zeroPoint.defined() ? lq.weight.zeroPoint.to(at::kFloat)
+                                                 : at::zeros_like(s);
+    if (s.dim() == 0) {
+        s = s.expand({p.n, 1});
+        z = z.expand({p.n, 1});
+    }
+    s = s.reshape({p.n, -1}).contiguous();
+    const at::Tensor offset =
+        integer ? ((static_cast<double>(t.qmin) - z.reshape({p.n, -1})) * s).contiguous()
+                : at::Tensor();
+    const std::int64_t kPadded = roundUp(p.k, kernels::kNibbleChunk);
+    const std::int64_t group = p.plan.kernelGroup ? p.plan.kernelGroup : kPadded;
+    TORCH_CHECK(s.size(1) == (p.k + group - 1) / group, "4-bit kernel: ", s.size(1),
+                " scale blocks for K = ", p.k, " in groups of ", group);
+    // Integer types have no code table in their traits: theirs is the identity.
+    std::vector<float> table(16);
+    for (std::size_t i = 0; i < table.size(); ++i)
+        table[i] = integer ? static_cast<float>(i) : t.codes[i];
+    p.kPadded = kPadded;
+    p.nibble4 = std::make_shared<const kernels::Nibble4PackedWeight>(kernels::packNibble4Weight(
+        u.data_ptr<std::uint8_t>(), p.n, p.k, p.k, group, s.data_ptr<float>(),
+        offset.defined() ? offset.data_ptr<float>() : nullptr, table.data(), 0));
+}
+
 Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const KernelPlan& plan,
                         c10::Device device)
 {
@@ -344,12 +424,19 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
     p.k = view.size(1);
     switch (plan.kind) {
     case KernelKind::Int8: {
+        p.scale = channelScale(lq.weight, p.n).to(device).contiguous();
+        if (plan.outliers)
+            p.weightHalf = view.to(at::kHalf).to(at::kFloat).to(device);
+        if (plan.own) {
+            const at::Tensor codes = quantize(view, lq.weight).to(at::kChar).contiguous();
+            p.own8 = std::make_shared<const kernels::Int8PackedWeight>(
+                kernels::packInt8Weight(codes.data_ptr<std::int8_t>(), p.n, p.k, p.k));
+            p.kPadded = p.own8->kPadded;
+            break;
+        }
         const Int8Weight w = packInt8Weight(quantize(view, lq.weight));
         p.int8 = {w.codes.to(device), w.rowSum.to(device)};
         p.kPadded = w.codes.size(1);
-        p.scale = channelScale(lq.weight, p.n).to(device);
-        if (plan.outliers)
-            p.weightHalf = view.to(at::kHalf).to(at::kFloat).to(device);
         break;
     }
     case KernelKind::Fp8: {
@@ -361,6 +448,7 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
         break;
     }
     case KernelKind::Int4WeightOnly: prepareInt4(p, view, lq, device); break;
+    case KernelKind::Nibble4WeightOnly: prepareNibble4(p, view, lq); break;
     case KernelKind::Int8WeightOnly:
         p.kPadded = roundUp(p.k, kInt8WeightOnlyKMultiple);
         p.weight = padTo(quantize(view, lq.weight), p.n, p.kPadded).to(device).contiguous();
@@ -381,12 +469,52 @@ at::Tensor scaleAccumulator(const at::Tensor& acc, const at::Tensor& xScale,
     return y.mul_(xScale.reshape({-1, 1})).mul_(wScale);
 }
 
-/// The int8 path: activation codes exactly as the simulated hook makes them, then _int_mm.
+/// BitLens's int8 path: the rows quantized with `qp` exactly as quantize() does (fused in one
+/// pass), the VNNI GEMM, and the scaling (and `bias`, when defined) fused into its epilogue.
+at::Tensor ownInt8(const at::Tensor& rows, const QParams& qp, const Prepared& p,
+                   const at::Tensor& bias)
+{
+    const at::Tensor x = rows.to(at::kFloat).contiguous();
+    const std::int64_t m = x.size(0);
+    // Per-tensor: one scale; per-token: one per row (the same thing when M = 1).
+    const at::Tensor scale = qp.scale.to(at::kFloat).reshape({-1}).contiguous();
+    const bool perRow = scale.numel() != 1;
+    TORCH_CHECK(!perRow || scale.numel() == m, "int8 kernel: ", scale.numel(), " scales for ", m,
+                " rows");
+    const at::Tensor inv = at::reciprocal(scale);  // the float32 reciprocal quantize() uses
+    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
+                                                  : at::zeros({1}, at::kLong))
+                              .to(at::kInt)
+                              .contiguous();
+    const QuantTypeTraits& t = traits(qp.type);
+    // int8 codes go in as u = q + 128 with zero point zp + 128 (see kernels/lowbit.h).
+    const std::int32_t shift = qp.type == QuantType::Int8 ? 128 : 0;
+    const kernels::Int8PackedWeight& w = *p.own8;
+    at::Tensor u = at::empty({m, w.kPadded}, at::kByte);
+    kernels::quantizeRowsU8(x.data_ptr<float>(), m, p.k, p.k, inv.data_ptr<float>(),
+                            zp.data_ptr<std::int32_t>(), perRow, static_cast<std::int32_t>(t.qmin),
+                            static_cast<std::int32_t>(t.qmax), shift, u.data_ptr<std::uint8_t>(),
+                            w.kPadded);
+    const at::Tensor zx = (zp + shift).contiguous();
+    at::Tensor y = at::empty({m, p.n});
+    const kernels::Int8Epilogue epilogue{scale.data_ptr<float>(), perRow,
+                                         p.scale.data_ptr<float>(),
+                                         bias.defined() ? bias.data_ptr<float>() : nullptr};
+    kernels::int8GemmVnniF32({u.data_ptr<std::uint8_t>(), m, w.kPadded,
+                              zx.data_ptr<std::int32_t>(), perRow},
+                             w, epilogue, y.data_ptr<float>());
+    return y;
+}
+
+/// The int8 path: activation codes exactly as the simulated hook makes them, then _int_mm or
+/// BitLens's GEMM (which also adds `bias` when it is defined).
 at::Tensor runInt8(const LayerQuant& lq, const Prepared& p, const at::Tensor& x,
-                   const at::Tensor& x2d)
+                   const at::Tensor& x2d, const at::Tensor& bias)
 {
     const LayerConfig& c = lq.config;
     const auto codesAndScale = [&](const at::Tensor& rows, const QParams& qp) {
+        if (p.plan.own)
+            return ownInt8(rows, qp, p, bias);
         // Per-tensor qparams apply to any shape, per-token ones to the [tokens, K] rows.
         const at::Tensor codes = quantize(rows, qp);
         // Symmetric int8 codes have zero point 0: no correction (see int8Accumulate).
@@ -441,6 +569,15 @@ at::Tensor runInt4(const Prepared& p, const at::Tensor& x2d)
     return y.narrow(1, 0, p.n).to(at::kFloat);
 }
 
+at::Tensor runNibble4(const Prepared& p, const at::Tensor& x2d)
+{
+    const at::Tensor x = padTo(x2d, x2d.size(0), p.kPadded).to(at::kFloat).contiguous();
+    at::Tensor y = at::empty({x.size(0), p.n});
+    kernels::nibble4GemmAvx512(x.data_ptr<float>(), x.size(0), p.kPadded, *p.nibble4,
+                               y.data_ptr<float>());
+    return y;
+}
+
 at::Tensor runInt8WeightOnly(const Prepared& p, const at::Tensor& x2d)
 {
     const at::Tensor a = padTo(x2d, x2d.size(0), p.kPadded).to(at::kBFloat16).contiguous();
@@ -487,9 +624,14 @@ at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p
         return {};
     }
     const at::Tensor x2d = x.reshape({-1, p.k}).to(at::kFloat);
+    // BitLens's int8 GEMM adds a per-channel bias in its epilogue.
+    at::Tensor fusedBias;
+    if (p.plan.own && bias.defined() && bias.dim() == 1 && bias.size(0) == p.n)
+        fusedBias = bias.to(at::kFloat).contiguous();
     at::Tensor y2d;
     switch (p.plan.kind) {
-    case KernelKind::Int8: y2d = runInt8(lq, p, x, x2d); break;
+    case KernelKind::Int8: y2d = runInt8(lq, p, x, x2d, fusedBias); break;
+    case KernelKind::Nibble4WeightOnly: y2d = runNibble4(p, x2d); break;
     case KernelKind::Fp8: y2d = runFp8(lq, p, x, x2d); break;
     case KernelKind::Int4WeightOnly: y2d = runInt4(p, x2d); break;
     case KernelKind::Int8WeightOnly: y2d = runInt8WeightOnly(p, x2d); break;
@@ -498,7 +640,7 @@ at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p
     std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
     shape.push_back(p.n);
     at::Tensor y = y2d.reshape(shape);
-    if (bias.defined())
+    if (bias.defined() && !fusedBias.defined())
         y = bias.dim() <= 1 ? y.add_(bias) : y + bias;
     return y;
 }
@@ -511,7 +653,9 @@ std::string firstLine(const std::string& text)
 } // namespace
 
 struct RealKernelHook::Impl {
-    Impl(const QuantizedModel& m, c10::Device d) : model(m), device(d) {}
+    Impl(const QuantizedModel& m, c10::Device d, KernelSource s) : model(m), device(d), source(s)
+    {
+    }
 
     const Prepared& prepared(const ir::Node& node, const LayerQuant& lq, const KernelPlan& plan,
                              c10::Device on)
@@ -533,6 +677,7 @@ struct RealKernelHook::Impl {
 
     const QuantizedModel& model;
     c10::Device device;
+    KernelSource source;
     std::shared_ptr<exec::NodeHook> simulated;
     std::map<std::string, std::string> planned;
     std::map<std::string, std::string> ran;
@@ -540,15 +685,16 @@ struct RealKernelHook::Impl {
     std::map<std::string, Prepared> cache;        ///< "layer@device" -> weights
 };
 
-RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device)
-    : m_impl(std::make_unique<Impl>(model, device))
+RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device,
+                               KernelSource source)
+    : m_impl(std::make_unique<Impl>(model, device, source))
 {
     m_impl->simulated = makeQuantHook(model);
     for (const auto& node : model.graph.nodes) {
         auto it = model.layers.find(node.name);
         if (it == model.layers.end())
             continue;
-        const auto plan = planKernel(node, it->second, device);
+        const auto plan = planKernel(node, it->second, device, source);
         if (!plan)
             continue;
         m_impl->planned[node.name] = plan->name;
@@ -590,7 +736,7 @@ bool RealKernelHook::computeNode(const ir::Node& node, const std::vector<at::Ten
         why = d->second;
     } else if (x.requires_grad() && at::GradMode::is_enabled()) {
         why = "the input needs gradients, which the low-bit kernels do not have";
-    } else if (const auto plan = planKernel(node, lq, x.device()); !plan) {
+    } else if (const auto plan = planKernel(node, lq, x.device(), m_impl->source); !plan) {
         why = "no real kernel for this layer on " + x.device().str();
     } else {
         try {
@@ -622,18 +768,18 @@ const std::map<std::string, std::string>& RealKernelHook::kernelsRun() const
 }
 
 std::optional<std::string> realKernelFor(const ir::Node& node, const LayerQuant& layer,
-                                         c10::Device device)
+                                         c10::Device device, KernelSource source)
 {
-    const auto plan = planKernel(node, layer, device);
+    const auto plan = planKernel(node, layer, device, source);
     if (!plan)
         return std::nullopt;
     return plan->name;
 }
 
 std::shared_ptr<RealKernelHook> makeRealKernelHook(const QuantizedModel& model,
-                                                   c10::Device device)
+                                                   c10::Device device, KernelSource source)
 {
-    return std::make_shared<RealKernelHook>(model, device);
+    return std::make_shared<RealKernelHook>(model, device, source);
 }
 
 at::Tensor int8MatmulAccumulate(const at::Tensor& xCodes, const at::Tensor& xZeroPoint,

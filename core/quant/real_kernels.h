@@ -24,11 +24,22 @@
 //   weight-only int8, symmetric per-channel    Gemm, MatMul        yes  no      at::_weight_
 //     or per-tensor (weight=int8, act Float)                                    int8pack_mm
 //
+// BitLens's own CPU kernels (kernels/lowbit.h) take over where the CPU has their ISA, unless
+// the hook is made with KernelSource::LibTorch:
+//
+//   W8A8 int8 (as above)                       Gemm, MatMul        AVX512-VNNI  bitlens avx512-vnni
+//                                                                               int8 gemm (vpdpbusd,
+//                                                                               fused quantize and
+//                                                                               dequant + bias)
+//   weight-only int4 / uint4 / int2 / NF4 /    Gemm, MatMul        AVX-512      bitlens avx512
+//     FP4, per-group (multiple of 32),                                          <type> gemv g<group>
+//     per-channel or per-tensor scales                                          (float32 accumulate)
+//
 // * LibTorch's CPU _scaled_mm is a slow path (measured, torch 2.13, 2 cores: ~110 ms for a
 //   4096 x 4096 weight at M = 1 or 64, 10-90x slower than float32): real, and reported as such.
 //
 // Not handled, stay simulated: Conv in int8 / int4 / FP8 (LibTorch has no such kernel without
-// its deprecated quantized dtypes), NF4 / FP4 (no LibTorch kernel), W4A8 (no kernel), per-group
+// its deprecated quantized dtypes), NF4 / FP4 without AVX-512 or on CUDA (no LibTorch kernel), W4A8 (no kernel), per-group
 // int8 weights, asymmetric int8 weights, Gemm with transA = 1 or alpha / beta != 1, MatMul with
 // a weight of rank > 2, K > 65535 for int8 (the int32 accumulator could overflow).
 //
@@ -45,6 +56,10 @@
 //  - int4 / int8 weight-only: activations, scales and zeros in bfloat16 (LibTorch's fast CPU
 //    path: its float32 path is 20-60x slower than float and float16 is not faster either), so
 //    the result is within bf16 tolerance of the simulated one (the test states the bound).
+//  - BitLens's int8 GEMM: the same exact int32 accumulator; activation codes equal quantize()'s
+//    bit for bit; y = float(acc) * (s_x * s_w[n]) + bias[n].
+//  - BitLens's 4-bit kernel: float32 activations and scales (no bf16 rounding): within float32
+//    rounding of the simulated result (sum_g s * sum table[u] x + offset * sum x per group).
 //  - Integer kernels have no NaN: a NaN activation becomes the code of 0 (the simulated path
 //    keeps NaN).
 //
@@ -69,12 +84,19 @@
 
 namespace bitlens::quant {
 
+/// Whose kernels the hook may use.
+enum class KernelSource {
+    Best,      ///< BitLens's own CPU kernels where the CPU has their ISA, else LibTorch's
+    LibTorch,  ///< LibTorch's kernels only (the table below), e.g. to compare the two
+};
+
 /// What will run `node` for real on `device`, e.g. "at::_int_mm (int8 x int8 -> int32)", or
 /// nullopt when LibTorch has no kernel for this layer, scheme and device (the layer then stays
 /// simulated). Layers kept in float32 give nullopt. CUDA answers assume a recent GPU (FP8 needs
 /// sm_89+, int4 sm_80+); the hook finds out at the first run and falls back (kernelsRun()).
 std::optional<std::string> realKernelFor(const ir::Node& node, const LayerQuant& layer,
-                                         c10::Device device);
+                                         c10::Device device,
+                                         KernelSource source = KernelSource::Best);
 
 /// A hook that runs a quantized model with real low-bit kernels where realKernelFor() names
 /// one, and simulates the rest. Use it INSTEAD of makeQuantHook()'s hook, not beside it.
@@ -97,7 +119,8 @@ std::optional<std::string> realKernelFor(const ir::Node& node, const LayerQuant&
 class RealKernelHook : public exec::NodeHook {
 public:
     /// Plans every layer for `device` and packs the weights of the handled ones.
-    RealKernelHook(const QuantizedModel& model, c10::Device device);
+    RealKernelHook(const QuantizedModel& model, c10::Device device,
+                   KernelSource source = KernelSource::Best);
     ~RealKernelHook() override;
 
     /// Simulated layers: fake-quantizes their inputs. Handled layers: leaves them float.
@@ -124,7 +147,8 @@ private:
 /// Makes a RealKernelHook for `model` on `device` (see the class for the design). Attach it
 /// alone, in place of makeQuantHook(model): executor.addHook(makeRealKernelHook(model, dev)).
 std::shared_ptr<RealKernelHook> makeRealKernelHook(const QuantizedModel& model,
-                                                   c10::Device device);
+                                                   c10::Device device,
+                                                   KernelSource source = KernelSource::Best);
 
 /// The int8 GEMM at the heart of the W8A8 kernels, exposed for tests:
 /// acc[m, n] = sum_k (xCodes[m, k] - xZeroPoint[m]) * wCodes[n, k], exact in int32, computed

@@ -23,6 +23,7 @@
 #include "quant/real_kernels.h"
 
 #include "exec/executor.h"
+#include "kernels/lowbit.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
 
@@ -133,8 +134,10 @@ struct Runs {
     std::map<std::string, std::string> kernels;
 };
 
-/// Runs `model` on `x` with the simulated hook and with the real-kernel hook.
-Runs runBoth(const quant::QuantizedModel& model, const at::Tensor& x)
+/// Runs `model` on `x` with the simulated hook and with the real-kernel hook. The tests below
+/// check LibTorch's kernels unless they ask for BitLens's own (KernelSource::Best).
+Runs runBoth(const quant::QuantizedModel& model, const at::Tensor& x,
+             quant::KernelSource source = quant::KernelSource::LibTorch)
 {
     c10::InferenceMode guard;
     Runs r;
@@ -142,7 +145,7 @@ Runs runBoth(const quant::QuantizedModel& model, const at::Tensor& x)
     simulated.addHook(quant::makeQuantHook(model));
     r.simulated = simulated.run({x}).value().front();
     exec::Executor real(model.graph);
-    auto hook = quant::makeRealKernelHook(model, kCpu);
+    auto hook = quant::makeRealKernelHook(model, kCpu, source);
     real.addHook(hook);
     auto out = real.run({x});
     EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.error().userMessage());
@@ -181,7 +184,8 @@ std::pair<std::int64_t, std::int64_t> drawShape(std::mt19937& rng, std::int64_t 
 /// against the simulated one with `check`.
 template <typename Check>
 void forEachCase(const std::string& spec, const std::vector<Op>& ops, std::uint64_t seed,
-                 const std::string& kernelPrefix, Check check)
+                 const std::string& kernelPrefix, Check check,
+                 quant::KernelSource source = quant::KernelSource::LibTorch)
 {
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     for (Op op : ops) {
@@ -194,7 +198,7 @@ void forEachCase(const std::string& spec, const std::vector<Op>& ops, std::uint6
             const ir::Graph graph = oneLayer(op, k, n, caseSeed);
             const auto model = prepared(graph, spec, inputs(op, 200, k, caseSeed + 1));
             const at::Tensor x = inputs(op, rows, k, caseSeed + 2);
-            const Runs r = runBoth(model, x);
+            const Runs r = runBoth(model, x, source);
             ASSERT_EQ(r.kernels.count("layer"), 1u);
             EXPECT_EQ(r.kernels.at("layer").rfind(kernelPrefix, 0), 0u) << r.kernels.at("layer");
             ASSERT_EQ(r.real.sizes(), r.simulated.sizes());
@@ -520,7 +524,7 @@ TEST(RealKernelFor, NamesTheKernelOrNothing)
         const ir::Graph graph = oneLayer(e.op, 64, 24, 600);
         const auto model = prepared(graph, e.spec, inputs(e.op, 50, 64, 601));
         EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"), model.layers.at("layer"),
-                                       e.device),
+                                       e.device, quant::KernelSource::LibTorch),
                   e.kernel);
     }
 }
@@ -557,7 +561,7 @@ TEST(RealKernelHook, StaticInt8ConvStaysSimulatedAndEqualsTheSimulatedOutputExac
     simulated.addHook(quant::makeQuantHook(model));
     const auto sim = simulated.runAll({x}).value();
     exec::Executor real(model.graph);
-    auto hook = quant::makeRealKernelHook(model, kCpu);
+    auto hook = quant::makeRealKernelHook(model, kCpu, quant::KernelSource::LibTorch);
     real.addHook(hook);
     const auto out = real.runAll({x}).value();
     EXPECT_TRUE(at::equal(out.at(conv.outputs[0]), sim.at(conv.outputs[0])));
@@ -588,7 +592,7 @@ TEST(RealKernelHook, KeepFloatOverridesStayFloat)
     simulated.addHook(quant::makeQuantHook(model));
     const auto sim = simulated.runAll({x}).value();
     exec::Executor real(model.graph);
-    auto hook = quant::makeRealKernelHook(model, kCpu);
+    auto hook = quant::makeRealKernelHook(model, kCpu, quant::KernelSource::LibTorch);
     real.addHook(hook);
     const auto out = real.runAll({x}).value();
     // The float conv runs as the float executor runs it: bit for bit.
@@ -644,4 +648,140 @@ TEST(RealKernelHook, AnInputThatDoesNotFitIsReportedAsTheExecutorReportsIt)
     ASSERT_FALSE(b.ok());
     EXPECT_EQ(b.error().code, a.error().code);
     EXPECT_EQ(b.error().message, a.error().message);
+}
+
+// --- BitLens's own CPU kernels (KernelSource::Best) ----------------------------------------------
+
+namespace {
+
+const std::string kOwnInt8 = "bitlens avx512-vnni int8 gemm (u8 x s8 -> s32, fused dequant)";
+
+} // namespace
+
+TEST(OwnKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
+{
+    if (!kernels::cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    std::uint64_t seed = 800;
+    for (const char* spec :
+         {"dynamic-int8", "dynamic-int8:act-per=token", "static-int8", "static-int8:per=tensor",
+          "smoothquant-int8", "dynamic-int8:act=int8,act-sym=false",
+          "static-int8:act=int8,act-sym=true", "static-int8:act-sym=true", "llm-int8"}) {
+        // The op only changes the weight view, which RealKernelInt8 covers on every op.
+        forEachCase(spec, {Op::Linear, Op::MatMul3d}, seed++, kOwnInt8, expectFloatRounding,
+                    quant::KernelSource::Best);
+    }
+}
+
+TEST(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
+{
+    // Both compute the same exact int32 accumulator from the same codes; only the float
+    // scaling (fused here, separate ops there) may round differently.
+    if (!kernels::cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    for (const char* spec : {"dynamic-int8", "static-int8:act=int8,act-sym=true"}) {
+        const ir::Graph graph = oneLayer(Op::Linear, 200, 70, 810);
+        const auto model = prepared(graph, spec, inputs(Op::Linear, 100, 200, 811));
+        const at::Tensor x = inputs(Op::Linear, 33, 200, 812);
+        const Runs own = runBoth(model, x, quant::KernelSource::Best);
+        const Runs torch = runBoth(model, x, quant::KernelSource::LibTorch);
+        EXPECT_EQ(own.kernels.at("layer"), kOwnInt8);
+        EXPECT_TRUE(at::allclose(own.real, torch.real, 1e-5, 1e-5)) << spec;
+    }
+}
+
+TEST(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
+{
+    if (!kernels::cpuFeatures().avx512)
+        GTEST_SKIP() << "this CPU has no AVX-512";
+    std::uint64_t seed = 900;
+    for (const char* spec :
+         {"w4-int4:group=32", "w4-int4", "w4-int4:group=128", "w4-int4:group=96",
+          "w4-int4:per=channel", "w4-int4:sym=true", "w4-int4:weight=uint4",
+          "w4-int4:weight=int2", "w4-nf4", "w4-nf4:group=128", "w4-fp4"}) {
+        forEachCase(spec, kLinearOps, seed++, "bitlens avx512 ", expectFloatRounding,
+                    quant::KernelSource::Best);
+    }
+}
+
+TEST(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
+{
+    // Row k of the identity picks column k: the real output is each weight as the kernel
+    // dequantizes it, table[u] * s + offset, against the simulated (q - z) * s or table[q] * s.
+    // float32 rounding only: far under a quantization step, so one misplaced code, group or
+    // zero point fails.
+    if (!kernels::cpuFeatures().avx512)
+        GTEST_SKIP() << "this CPU has no AVX-512";
+    std::mt19937 rng(920);
+    for (const char* spec : {"w4-int4:group=32", "w4-int4", "w4-int4:group=96",
+                             "w4-int4:per=channel", "w4-int4:weight=uint4", "w4-int4:weight=int2",
+                             "w4-nf4", "w4-fp4:group=32"}) {
+        for (Op op : {Op::Linear, Op::GemmTransposed, Op::MatMul2d}) {
+            const auto [k, n] = drawShape(rng);
+            const std::uint64_t caseSeed = rng();
+            SCOPED_TRACE(std::string(spec) + " " + opName(op) + " K " + std::to_string(k) +
+                         " N " + std::to_string(n) + " seed " + std::to_string(caseSeed));
+            const ir::Graph graph = oneLayer(op, k, n, caseSeed);
+            const auto model = prepared(graph, spec, at::Tensor());
+            const auto& lq = model.layers.at("layer");
+            const Runs r = runBoth(model, at::eye(k), quant::KernelSource::Best);
+            EXPECT_EQ(r.kernels.at("layer").rfind("bitlens avx512 ", 0), 0u)
+                << r.kernels.at("layer");
+            expectWithin(r, 1e-5 * scalePerWeight(lq, n, k).t());
+        }
+    }
+}
+
+TEST(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
+{
+    const auto& cpu = kernels::cpuFeatures();
+    if (!cpu.avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const std::optional<std::string> none;
+    const std::vector<std::tuple<std::string, c10::Device, std::optional<std::string>>> table = {
+        {"dynamic-int8", kCpu, kOwnInt8},
+        {"static-int8", kCpu, kOwnInt8},
+        {"llm-int8", kCpu, kOwnInt8 + " + float32 GEMM of the fp16 outlier columns (LLM.int8)"},
+        {"dynamic-int8", kCuda, "at::_int_mm (int8 x int8 -> int32)"},
+        {"w4-int4", kCpu, "bitlens avx512 int4 gemv g64 (float32 x int4 -> float32)"},
+        {"w4-int4:per=channel", kCpu,
+         "bitlens avx512 int4 gemv per-channel (float32 x int4 -> float32)"},
+        {"w4-nf4", kCpu, "bitlens avx512 nf4 gemv g64 (float32 x nf4 -> float32)"},
+        {"w4-fp4:group=128", kCpu,
+         "bitlens avx512 fp4_e2m1 gemv g128 (float32 x fp4_e2m1 -> float32)"},
+        {"w4-nf4", kCuda, none},
+        {"w4-int4:group=16", kCpu, none},  // not a whole number of 32-element chunks
+        {"w4-int4:group=48", kCpu, none},  // neither kernel has a group dividing 48
+        {"fp8-e4m3", kCpu, "at::_scaled_mm (float8_e4m3fn x float8_e4m3fn -> float32)"},
+    };
+    for (const auto& [spec, device, kernel] : table) {
+        SCOPED_TRACE(spec + " on " + device.str());
+        const ir::Graph graph = oneLayer(Op::Linear, 64, 24, 930);
+        const auto model = prepared(graph, spec, inputs(Op::Linear, 50, 64, 931));
+        EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"), model.layers.at("layer"),
+                                       device),
+                  kernel);
+    }
+}
+
+TEST(OwnKernels, ConvNetRunsItsLinearLayersOnTheVnniGemm)
+{
+    if (!kernels::cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const ir::Graph graph = convNet(940);
+    at::Generator gen = at::detail::createCPUGenerator(941);
+    const auto model = prepared(graph, "static-int8", at::rand({200, 1, 8, 8}, gen));
+    c10::InferenceMode guard;
+    const at::Tensor x = at::rand({17, 1, 8, 8}, gen);
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    const at::Tensor ySim = simulated.run({x}).value().front();
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    const at::Tensor y = real.run({x}).value().front();
+    EXPECT_EQ(hook->kernelsRun().at("fc1"), kOwnInt8);
+    EXPECT_EQ(hook->kernelsRun().at("fc2"), kOwnInt8);
+    EXPECT_EQ(hook->kernelsRun().at("conv"), "simulated (fake-quant, float32)");
+    EXPECT_LE((y - ySim).abs().max().item<double>(), 1e-4 * ySim.abs().max().item<double>());
 }

@@ -1,0 +1,387 @@
+// AVX-512 low-bit kernels (kernels/lowbit.h): the int8 GEMM on vpdpbusd (AVX512-VNNI), the
+// activation quantizer, and the 4-bit weight-only GEMV / GEMM. Only the functions marked
+// BITLENS_AVX512 use AVX-512; callers check cpuFeatures() first, so the library still runs on
+// CPUs without it (the hook then keeps LibTorch's kernels).
+
+#include "kernels/lowbit.h"
+
+#include <ATen/Parallel.h>
+
+// GCC 12 flags the intrinsics' own _mm512_undefined_*() under target attributes.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cpuid.h>
+#include <stdexcept>
+
+#define BITLENS_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
+
+namespace bitlens::kernels {
+
+const CpuFeatures& cpuFeatures()
+{
+    static const CpuFeatures features = [] {
+        CpuFeatures f;
+        __builtin_cpu_init();
+        f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        f.avx512Vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
+        f.avx512Bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d))
+            f.amx = (d >> 24) & 1U;  // AMX-TILE
+        return f;
+    }();
+    return features;
+}
+
+namespace {
+
+// --- int8 GEMM -------------------------------------------------------------------------------
+
+/// Rows of activations per micro-tile: 6 rows x 4 vectors = 24 accumulators + 4 weight vectors
+/// + 1 broadcast of the 32 zmm registers.
+constexpr int kRowsPerTile = 6;
+/// Rows a task covers, so that two threads split large M as well as N.
+constexpr std::int64_t kRowsPerTask = 8 * kRowsPerTile;
+
+struct Int8Out {
+    std::int32_t* acc = nullptr;          ///< int32 output, or
+    float* y = nullptr;                   ///< float output with the epilogue
+    const Int8Epilogue* epilogue = nullptr;
+};
+
+/// One micro-tile: rows [m0, m0 + MR), channels [n0, n0 + 16 NB) of the panel at `panel`.
+template <int MR, int NB>
+BITLENS_AVX512 void int8Block(const Int8Activations& x, const Int8PackedWeight& w,
+                              const std::int8_t* panel, std::int64_t m0, std::int64_t n0,
+                              const Int8Out& out)
+{
+    // The accumulators stay in registers only if every loop over MR and NB is unrolled.
+    __m512i accs[MR][NB];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j)
+            accs[r][j] = _mm512_setzero_si512();
+    const std::uint8_t* xr = x.codes + m0 * x.ldx;
+    const std::int64_t k4Count = w.kPadded / 4;
+    for (std::int64_t k4 = 0; k4 < k4Count; ++k4) {
+        // One 64-byte load per 16 channels: 4 consecutive k of each channel (see lowbit.h).
+        const std::int8_t* wp = panel + k4 * NB * 64;
+        __m512i b[NB];
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j)
+            b[j] = _mm512_load_si512(wp + 64 * j);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            std::int32_t four;
+            std::memcpy(&four, xr + r * x.ldx + 4 * k4, 4);
+            const __m512i a = _mm512_set1_epi32(four);
+#pragma GCC unroll 4
+            for (int j = 0; j < NB; ++j)
+                accs[r][j] = _mm512_dpbusd_epi32(accs[r][j], a, b[j]);
+        }
+    }
+    // Spill the tile once: the epilogue indexes it with run-time bounds, and indexing the
+    // register array itself would make GCC keep every accumulator on the stack.
+    alignas(64) std::int32_t tile[MR][NB * 16];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j)
+            _mm512_store_si512(&tile[r][16 * j], accs[r][j]);
+    for (int j = 0; j < NB; ++j) {
+        const std::int64_t n = n0 + 16 * j;
+        if (n >= w.n)
+            break;
+        const __mmask16 mask =
+            w.n - n >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (w.n - n)) - 1U);
+        const __m512i colSum = _mm512_maskz_loadu_epi32(mask, w.colSum.data() + n);
+        __m512 wScale = _mm512_setzero_ps(), bias = _mm512_setzero_ps();
+        if (out.y) {
+            wScale = _mm512_maskz_loadu_ps(mask, out.epilogue->wScale + n);
+            if (out.epilogue->bias)
+                bias = _mm512_maskz_loadu_ps(mask, out.epilogue->bias + n);
+        }
+        for (int r = 0; r < MR; ++r) {
+            const std::int64_t m = m0 + r;
+            const std::int32_t zx = x.zeroPoint ? x.zeroPoint[x.zeroPointPerRow ? m : 0] : 0;
+            const __m512i acc =
+                _mm512_sub_epi32(_mm512_load_si512(&tile[r][16 * j]), _mm512_mullo_epi32(_mm512_set1_epi32(zx), colSum));
+            if (!out.y) {
+                _mm512_mask_storeu_epi32(out.acc + m * w.n + n, mask, acc);
+                continue;
+            }
+            const Int8Epilogue& e = *out.epilogue;
+            const __m512 scale =
+                _mm512_mul_ps(_mm512_set1_ps(e.xScale[e.xScalePerRow ? m : 0]), wScale);
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
+            if (e.bias)
+                v = _mm512_add_ps(v, bias);
+            _mm512_mask_storeu_ps(out.y + m * w.n + n, mask, v);
+        }
+    }
+}
+
+using Int8BlockFn = void (*)(const Int8Activations&, const Int8PackedWeight&, const std::int8_t*,
+                             std::int64_t, std::int64_t, const Int8Out&);
+
+template <int MR>
+constexpr std::array<Int8BlockFn, 4> blocksFor()
+{
+    return {&int8Block<MR, 1>, &int8Block<MR, 2>, &int8Block<MR, 3>, &int8Block<MR, 4>};
+}
+
+/// [rows - 1][vectors - 1] -> micro-kernel.
+constexpr std::array<std::array<Int8BlockFn, 4>, kRowsPerTile> kInt8Blocks = {
+    blocksFor<1>(), blocksFor<2>(), blocksFor<3>(), blocksFor<4>(), blocksFor<5>(), blocksFor<6>()};
+
+void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, const Int8Out& out)
+{
+    if (!cpuFeatures().avx512Vnni)
+        throw std::runtime_error("int8GemmVnni: this CPU has no AVX512-VNNI");
+    if (x.ldx < w.kPadded)
+        throw std::invalid_argument("int8GemmVnni: activation rows shorter than the packed K");
+    const std::int64_t nPadded = (w.n + 15) / 16 * 16;
+    const std::int64_t panels = (nPadded + kInt8PanelWidth - 1) / kInt8PanelWidth;
+    const std::int64_t rowTasks = (x.m + kRowsPerTask - 1) / kRowsPerTask;
+    if (x.m == 0 || w.n == 0)
+        return;
+    // Task t covers panel t / rowTasks and row block t % rowTasks: each thread gets a contiguous
+    // run of panels and reuses one panel (in L2) for all its row blocks.
+    at::parallel_for(0, panels * rowTasks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t t = begin; t < end; ++t) {
+            const std::int64_t panel = t / rowTasks;
+            const std::int64_t n0 = panel * kInt8PanelWidth;
+            const std::int64_t width = std::min(kInt8PanelWidth, nPadded - n0);
+            const std::int8_t* panelData = w.data.data() + n0 * w.kPadded;
+            const std::int64_t mEnd = std::min(x.m, (t % rowTasks + 1) * kRowsPerTask);
+            for (std::int64_t m0 = (t % rowTasks) * kRowsPerTask; m0 < mEnd; m0 += kRowsPerTile) {
+                const std::int64_t rows = std::min<std::int64_t>(kRowsPerTile, mEnd - m0);
+                kInt8Blocks[static_cast<std::size_t>(rows - 1)]
+                           [static_cast<std::size_t>(width / 16 - 1)](x, w, panelData, m0, n0,
+                                                                      out);
+            }
+        }
+    });
+}
+
+// --- activation quantizer --------------------------------------------------------------------
+
+/// Rows [begin, end) of quantizeRowsU8.
+BITLENS_AVX512 void quantizeRowsAvx512(const float* x, std::int64_t begin, std::int64_t end,
+                                       std::int64_t k, std::int64_t ldx, const float* invScale,
+                                       const std::int32_t* zeroPoint, bool perRow,
+                                       std::int32_t qmin, std::int32_t qmax, std::int32_t shift,
+                                       std::uint8_t* u, std::int64_t ldu)
+{
+    for (std::int64_t r = begin; r < end; ++r) {
+        const std::int32_t zp = zeroPoint[perRow ? r : 0];
+        const __m512 inv = _mm512_set1_ps(invScale[perRow ? r : 0]);
+        const __m512 zpf = _mm512_set1_ps(static_cast<float>(zp));
+        const __m512 lo = _mm512_set1_ps(static_cast<float>(qmin));
+        const __m512 hi = _mm512_set1_ps(static_cast<float>(qmax));
+        const __m512i sh = _mm512_set1_epi32(shift);
+        const float* src = x + r * ldx;
+        std::uint8_t* dst = u + r * ldu;
+        for (std::int64_t j = 0; j < k; j += 16) {
+            const __mmask16 mask =
+                k - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (k - j)) - 1U);
+            const __m512 v = _mm512_maskz_loadu_ps(mask, src + j);
+            // Same steps as quantize(): x * (1 / scale), half to even, + zp, clamp.
+            __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(v, inv),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            t = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(t, zpf), lo), hi);
+            t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zpf);
+            const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), sh);
+            _mm_mask_storeu_epi8(dst + j, mask, _mm512_cvtepi32_epi8(q));
+        }
+        for (std::int64_t j = k; j < ldu; ++j)
+            dst[j] = static_cast<std::uint8_t>(zp + shift);
+    }
+}
+
+// --- 4-bit weight-only -----------------------------------------------------------------------
+
+/// Rows of x handled together (one dequantized weight vector feeds MR FMAs).
+constexpr int kNibbleRows = 8;
+
+BITLENS_AVX512 float dotAvx512(const float* a, const float* b, std::int64_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    for (std::int64_t i = 0; i < n; i += 16) {
+        const __mmask16 mask = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (n - i)) - 1U);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i),
+                              acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/// Output channels [n, n + NR) for rows [0, MR) of x. The 16-entry table is multiplied by the
+/// group's scale when the group changes (vmulps), so one vpermps yields table[u] * s for 16
+/// weights, straight into the FMAs: no partial sums per group. NR rows of weights advance
+/// together (more independent loads and FMA chains in flight).
+template <int MR, int NR>
+BITLENS_AVX512 void nibbleTile(const float* x, std::int64_t ldx, const Nibble4PackedWeight& w,
+                               std::int64_t n, __m512 (&acc)[NR][MR])
+{
+    const __m512 table = _mm512_loadu_ps(w.table);
+    const std::int64_t rowBytes = w.kPadded / 2;
+    const std::uint8_t* rows[NR];
+    const float* scales[NR];
+    __m512 scaled[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) {
+        rows[i] = w.data.data() + (n + i) * rowBytes;
+        scales[i] = w.scale.data() + (n + i) * w.groups;
+        scaled[i] = _mm512_mul_ps(table, _mm512_set1_ps(scales[i][0]));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+            acc[i][r] = _mm512_setzero_ps();
+    }
+    // The group advances at most once per 32 elements (groups are multiples of 32): compare
+    // with its end instead of dividing (an integer division per 32 weights costs more than
+    // the arithmetic).
+    std::int64_t group = 0;
+    std::int64_t groupEnd = w.groups > 1 ? w.group : w.kPadded;
+    for (std::int64_t k = 0; k < w.kPadded; k += kNibbleChunk) {
+        __m512i words[NR];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; ++i)
+            words[i] = _mm512_load_si512(rows[i] + k / 2);  // 128 codes (see lowbit.h)
+#pragma GCC unroll 4
+        for (int half = 0; half < 4; ++half) {
+            // Elements k + 32 half .. + 31 (nibbles 2 half and 2 half + 1) share one group.
+            if (k + 32 * half >= groupEnd) {
+                ++group;
+                groupEnd = group + 1 < w.groups ? groupEnd + w.group : w.kPadded;
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; ++i)
+                    scaled[i] = _mm512_mul_ps(table, _mm512_set1_ps(scales[i][group]));
+            }
+#pragma GCC unroll 2
+            for (int s = 2 * half; s < 2 * half + 2; ++s) {
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; ++i) {
+                    // vpermps reads the low 4 bits of each index: nibble s needs a shift only.
+                    const __m512i index = s == 0 ? words[i] : _mm512_srli_epi32(words[i], 4 * s);
+                    const __m512 wv = _mm512_permutexvar_ps(index, scaled[i]);
+#pragma GCC unroll 8
+                    for (int r = 0; r < MR; ++r)
+                        acc[i][r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * ldx + k + 16 * s),
+                                                    acc[i][r]);
+                }
+            }
+        }
+    }
+}
+
+template <int MR, int NR>
+BITLENS_AVX512 void nibbleStore(const Nibble4PackedWeight& w, const float* xsum, std::int64_t n,
+                                __m512 (&acc)[NR][MR], float* y, std::int64_t ldy)
+{
+    for (int i = 0; i < NR; ++i)
+        for (int r = 0; r < MR; ++r) {
+            float v = _mm512_reduce_add_ps(acc[i][r]);
+            if (xsum)
+                v += dotAvx512(w.offset.data() + (n + i) * w.groups, xsum + r * w.groups,
+                               w.groups);
+            y[r * ldy + n + i] = v;
+        }
+}
+
+/// Output channels [n0, n1) for rows [0, MR) of x; xsum [MR, groups] (null without offsets).
+template <int MR>
+BITLENS_AVX512 void nibbleRows(const float* x, std::int64_t ldx, const Nibble4PackedWeight& w,
+                               const float* xsum, std::int64_t n0, std::int64_t n1, float* y,
+                               std::int64_t ldy)
+{
+    // Weight rows per step: 4 at batch 1 (the GEMV), fewer as rows of x use up registers.
+    constexpr int kRowsTogether = MR == 1 ? 4 : (MR == 2 ? 2 : 1);
+    std::int64_t n = n0;
+    for (; n + kRowsTogether <= n1; n += kRowsTogether) {
+        __m512 acc[kRowsTogether][MR];
+        nibbleTile<MR, kRowsTogether>(x, ldx, w, n, acc);
+        nibbleStore<MR, kRowsTogether>(w, xsum, n, acc, y, ldy);
+    }
+    for (; n < n1; ++n) {
+        __m512 acc[1][MR];
+        nibbleTile<MR, 1>(x, ldx, w, n, acc);
+        nibbleStore<MR, 1>(w, xsum, n, acc, y, ldy);
+    }
+}
+
+using NibbleRowsFn = void (*)(const float*, std::int64_t, const Nibble4PackedWeight&,
+                              const float*, std::int64_t, std::int64_t, float*, std::int64_t);
+constexpr std::array<NibbleRowsFn, kNibbleRows> kNibbleRowsFns = {
+    &nibbleRows<1>, &nibbleRows<2>, &nibbleRows<3>, &nibbleRows<4>,
+    &nibbleRows<5>, &nibbleRows<6>, &nibbleRows<7>, &nibbleRows<8>};
+
+} // namespace
+
+void int8GemmVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc)
+{
+    Int8Out out;
+    out.acc = acc;
+    int8Gemm(x, w, out);
+}
+
+void int8GemmVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
+                     const Int8Epilogue& epilogue, float* y)
+{
+    Int8Out out;
+    out.y = y;
+    out.epilogue = &epilogue;
+    int8Gemm(x, w, out);
+}
+
+void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
+                    const float* invScale, const std::int32_t* zeroPoint, bool perRow,
+                    std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
+                    std::int64_t ldu)
+{
+    if (cpuFeatures().avx512)
+        at::parallel_for(0, m, 16, [&](std::int64_t begin, std::int64_t end) {
+            quantizeRowsAvx512(x, begin, end, k, ldx, invScale, zeroPoint, perRow, qmin, qmax,
+                               shift, u, ldu);
+        });
+    else
+        quantizeRowsU8Ref(x, m, k, ldx, invScale, zeroPoint, perRow, qmin, qmax, shift, u, ldu);
+}
+
+void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
+                       const Nibble4PackedWeight& w, float* y)
+{
+    if (!cpuFeatures().avx512)
+        throw std::runtime_error("nibble4GemmAvx512: this CPU has no AVX-512");
+    if (ldx < w.kPadded)
+        throw std::invalid_argument("nibble4GemmAvx512: activation rows shorter than padded K");
+    AlignedArray<float> xsum;
+    if (w.offset.size()) {
+        xsum = AlignedArray<float>(static_cast<std::size_t>(m * w.groups));
+        for (std::int64_t r = 0; r < m; ++r)
+            for (std::int64_t g = 0; g < w.groups; ++g) {
+                float s = 0.0f;
+                const std::int64_t end = g + 1 == w.groups ? w.kPadded : (g + 1) * w.group;
+                for (std::int64_t k = g * w.group; k < end; ++k)
+                    s += x[r * ldx + k];
+                xsum[static_cast<std::size_t>(r * w.groups + g)] = s;
+            }
+    }
+    // 32 output channels per task at least: enough work to amortise a task.
+    at::parallel_for(0, w.n, 32, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t m0 = 0; m0 < m; m0 += kNibbleRows) {
+            const std::int64_t rows = std::min<std::int64_t>(kNibbleRows, m - m0);
+            kNibbleRowsFns[static_cast<std::size_t>(rows - 1)](
+                x + m0 * ldx, ldx, w, xsum.size() ? xsum.data() + m0 * w.groups : nullptr,
+                begin, end, y + m0 * w.n, w.n);
+        }
+    });
+}
+
+} // namespace bitlens::kernels

@@ -1,0 +1,219 @@
+#pragma once
+// Own low-bit kernels on raw pointers (no LibTorch types): the fast CPU versions (AVX-512,
+// core/kernels/cpu), their scalar `_ref` twins (core/kernels/ref) and the CUDA ones
+// (core/kernels/cuda). The real-kernel hook (quant/real_kernels.cpp) packs weights with these
+// and runs them; tests compare every fast kernel with its twin.
+//
+// int8 GEMM (W8A8): acc[m, n] = sum_k (x[m, k] - zx[m]) * w[n, k], exact in int32.
+//   x: unsigned 8-bit "u" codes. Signed int8 activation codes q are passed as u = q + 128 with
+//   zero point zx + 128: (u - (zx + 128)) = (q - zx). The AVX512-VNNI instruction vpdpbusd
+//   multiplies unsigned by signed bytes, four at a time, so
+//     sum_k (u - zx) * w = sum_k u * w  -  zx * colSum[n],   colSum[n] = sum_k w[n, k],
+//   the second term precomputed at packing. Worked example: u = [200, 3], zx = 3, w = [2, -1]:
+//   sum u * w = 397, colSum = 1, 397 - 3 * 1 = 394 = (200 - 3) * 2 + 0 * -1. Every term of the
+//   true sum is at most 255 * 128, so it stays inside int32 for K <= 65535; the subtraction may
+//   wrap in between but the result is exact (two's complement arithmetic).
+//   Epilogue to float: y[m, n] = float(acc) * (sx[m] * sw[n]) + bias[n].
+//
+// Weight-only 4-bit (int4 / uint4 / NF4, group scales): w[n, k] = table[u[n, k]] * s[n, g] +
+//   mn[n, g], with u in [0, 15], g = k / group. table = {0, 1, ..., 15} for integer codes
+//   (zero point z: mn = -z * s) and bitsandbytes' NF4 values for NF4 (mn = 0). The kernels
+//   compute, in float32,
+//     y[m, n] = sum_g ( s[n, g] * sum_{k in g} table[u] * x[m, k]  +  mn[n, g] * xsum[m, g] )
+//   with xsum[m, g] = sum_{k in g} x[m, k]: one dequantization-free inner loop per group.
+//
+// Packed layouts (the same for the CPU and CUDA kernels, so one packing serves both):
+//  - int8: panels of up to 64 output channels; inside a panel, for each 4 consecutive k, 4 bytes
+//    per channel ([kPadded / 4][width][4]): one 64-byte load feeds 16 lanes of vpdpbusd.
+//  - 4-bit: rows of kPadded / 2 bytes (kPadded = K rounded up to 128); each 64-byte chunk holds
+//    128 consecutive k as 16 little-endian 32-bit words: word d holds element d + 16 s in bits
+//    4s..4s+3 (s = 0..7). One 512-bit load then gives eight 16-lane index vectors, one shift
+//    each and no byte-to-word expansion; vpermps reads only the low 4 bits of an index. Worked
+//    example: element 37 = 5 + 16 * 2 sits in word 5, bits 8..11, i.e. byte 5 * 4 + 1 = 21 of
+//    the chunk, low nibble.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace bitlens::kernels {
+
+/// What the CPU we run on offers (from cpuid, via the compiler's builtins).
+struct CpuFeatures {
+    bool avx512 = false;      ///< AVX-512 F + BW + VL (the 4-bit kernels)
+    bool avx512Vnni = false;  ///< vpdpbusd (the int8 GEMM)
+    bool avx512Bf16 = false;  ///< vdpbf16ps
+    bool amx = false;         ///< AMX tiles (reported only; no AMX kernels here)
+};
+/// Features of this machine (computed once).
+const CpuFeatures& cpuFeatures();
+
+/// A 64-byte aligned array of trivially copyable T, zero-initialised.
+template <typename T>
+class AlignedArray {
+public:
+    AlignedArray() = default;
+    explicit AlignedArray(std::size_t count) : m_size(count)
+    {
+        if (count == 0)
+            return;
+        const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+        void* p = std::aligned_alloc(64, bytes);
+        if (!p)
+            throw std::bad_alloc();
+        std::memset(p, 0, bytes);
+        m_data.reset(static_cast<T*>(p));
+    }
+    T* data() { return m_data.get(); }
+    const T* data() const { return m_data.get(); }
+    std::size_t size() const { return m_size; }
+    T& operator[](std::size_t i) { return m_data.get()[i]; }
+    const T& operator[](std::size_t i) const { return m_data.get()[i]; }
+
+private:
+    struct Free {
+        void operator()(T* p) const { std::free(p); }
+    };
+    std::unique_ptr<T, Free> m_data;
+    std::size_t m_size = 0;
+};
+
+// --- int8 GEMM ---------------------------------------------------------------------------------
+
+/// Largest K of the int8 GEMM: 65535 * 255 * 128 < 2^31 keeps every partial sum in int32.
+constexpr std::int64_t kInt8MaxK = 65535;
+/// Output channels per packed panel of the int8 GEMM.
+constexpr std::int64_t kInt8PanelWidth = 64;
+
+/// int8 weights [N, K] packed for the int8 GEMM (layout in the file comment).
+struct Int8PackedWeight {
+    std::int64_t n = 0;        ///< output channels
+    std::int64_t k = 0;        ///< input features
+    std::int64_t kPadded = 0;  ///< K rounded up to 4 (zero codes beyond K)
+    AlignedArray<std::int8_t> data;     ///< the panels, kPadded * roundUp(N, 16) bytes
+    AlignedArray<std::int32_t> colSum;  ///< [N]: sum_k w[n, k]
+};
+
+/// Packs row-major int8 codes w [N, K] (ldw elements per row). K must be <= kInt8MaxK.
+Int8PackedWeight packInt8Weight(const std::int8_t* w, std::int64_t n, std::int64_t k,
+                                std::int64_t ldw);
+
+/// How the int32 accumulator becomes float: y = float(acc) * (xScale[m] * wScale[n]) + bias[n].
+struct Int8Epilogue {
+    const float* xScale = nullptr;  ///< [M], or one value when xScalePerRow is false
+    bool xScalePerRow = false;
+    const float* wScale = nullptr;  ///< [N]
+    const float* bias = nullptr;    ///< [N] or null
+};
+
+/// Activation codes u [M, ldx] (ldx >= kPadded; bytes in [K, kPadded) are read but multiply zero
+/// weights) with zero points zx ([M], or one value when zxPerRow is false; null = 0).
+struct Int8Activations {
+    const std::uint8_t* codes = nullptr;
+    std::int64_t m = 0;
+    std::int64_t ldx = 0;
+    const std::int32_t* zeroPoint = nullptr;
+    bool zeroPointPerRow = false;
+};
+
+/// acc [M, N] (row-major, int32) with AVX512-VNNI; requires cpuFeatures().avx512Vnni.
+/// Multithreaded over N and M with at::parallel_for.
+void int8GemmVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
+/// The same with the float epilogue fused: y [M, N] row-major.
+void int8GemmVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
+                     const Int8Epilogue& epilogue, float* y);
+/// Scalar twin of int8GemmVnni, reading the same packed weights.
+void int8GemmRef(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
+/// Scalar twin of int8GemmVnniF32 (float arithmetic in the same order).
+void int8GemmRefF32(const Int8Activations& x, const Int8PackedWeight& w,
+                    const Int8Epilogue& epilogue, float* y);
+
+/// Quantizes float rows x [M, K] to u8 codes [M, ldu] exactly as quant::quantize() does for
+/// integer types: q = clamp(round_half_even(x * invScale[m]) + zeroPoint[m], qmin, qmax), NaN
+/// gives the code of 0 (zeroPoint), then stores u = q + shift (shift 128 for int8 codes, 0 for
+/// uint8). Bytes [K, ldu) are set to `shift + zeroPoint` (their weights are zero anyway).
+/// invScale / zeroPoint: [M], or one value when perRow is false. AVX-512 when present.
+void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
+                    const float* invScale, const std::int32_t* zeroPoint, bool perRow,
+                    std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
+                    std::int64_t ldu);
+/// Scalar twin of quantizeRowsU8.
+void quantizeRowsU8Ref(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
+                       const float* invScale, const std::int32_t* zeroPoint, bool perRow,
+                       std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
+                       std::int64_t ldu);
+
+// --- 4-bit weight-only GEMV / GEMM -------------------------------------------------------------
+
+/// Elements per 64-byte chunk of the 4-bit layout; K is padded to a multiple of it.
+constexpr std::int64_t kNibbleChunk = 128;
+/// Scale groups of the 4-bit kernels are whole multiples of this many elements.
+constexpr std::int64_t kNibbleGroupMultiple = 32;
+
+/// 4-bit weights [N, K] with group scales, packed (layout in the file comment).
+struct Nibble4PackedWeight {
+    std::int64_t n = 0;
+    std::int64_t k = 0;
+    std::int64_t kPadded = 0;    ///< K rounded up to kNibbleChunk
+    std::int64_t group = 0;      ///< elements per scale group, a multiple of 32
+    std::int64_t groups = 0;     ///< ceil(K / group); the last group may be shorter (padding
+                                 ///< beyond K reads the last group's scale; x is 0 there)
+    float table[16] = {};        ///< value of each code
+    AlignedArray<std::uint8_t> data;  ///< [N, kPadded / 2]
+    AlignedArray<float> scale;        ///< [N, groups]
+    AlignedArray<float> offset;       ///< [N, groups] (mn), or empty when every offset is 0
+};
+
+/// Packs codes u [N, K] (uint8 values 0..15, ldu elements per row) with scale / offset [N, G],
+/// G = ceil(K / group) (offset may be null: all 0), for groups of `group` elements (a multiple
+/// of 32). K is padded with the code `padCode`: any code, since the kernels require x to be 0
+/// in the padding.
+Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std::int64_t k,
+                                      std::int64_t ldu, std::int64_t group, const float* scale,
+                                      const float* offset, const float table[16],
+                                      std::uint8_t padCode);
+
+/// y [M, N] = x [M, K] (row-major, ldx >= kPadded, elements in [K, kPadded) must be 0) times
+/// the dequantized weights transposed, as the file comment says. AVX-512 (requires
+/// cpuFeatures().avx512); rows of x are taken eight at a time. Multithreaded over N.
+void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
+                       const Nibble4PackedWeight& w, float* y);
+/// Scalar twin (double accumulation: the exact value of the same formula, to check the fast
+/// kernels' float rounding against).
+void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
+                    const Nibble4PackedWeight& w, float* y);
+
+/// bitsandbytes' NF4 code values (code 7 is 0).
+const float* nf4Table();
+/// {0, 1, ..., 15}: integer codes.
+const float* uint4Table();
+
+// --- CUDA twins (core/kernels/cuda/lowbit.cu) ----------------------------------------------------
+
+/// The 4-bit weights of `w` on the GPU (device memory, owned).
+struct Nibble4DeviceWeight;
+struct Nibble4DeviceDeleter {
+    void operator()(Nibble4DeviceWeight* w) const;
+};
+using Nibble4DevicePtr = std::unique_ptr<Nibble4DeviceWeight, Nibble4DeviceDeleter>;
+
+/// Copies packed weights to device 0; returns null with `error` set on failure (or no CUDA).
+Nibble4DevicePtr uploadNibble4Weight(const Nibble4PackedWeight& w, std::string& error);
+/// Largest M of the CUDA 4-bit GEMV.
+constexpr std::int64_t kNibble4CudaMaxRows = 8;
+/// y [M, N] = x [M, kPadded] times the weights on the device (device pointers, row-major,
+/// contiguous), M in 1..kNibble4CudaMaxRows, on `stream` (a cudaStream_t; null = default).
+/// Returns an empty string or the CUDA error.
+std::string nibble4GemvCuda(const float* x, std::int64_t m, const Nibble4DeviceWeight& w,
+                            float* y, void* stream);
+/// Host convenience for tests and benchmarks: copies x in, runs `repeats` times, copies y out,
+/// and returns the mean milliseconds of one run in `msPerRun` (CUDA events). Empty string or
+/// the error.
+std::string nibble4GemvCudaHost(const float* x, std::int64_t m, const Nibble4DeviceWeight& w,
+                                float* y, int repeats, double* msPerRun);
+
+} // namespace bitlens::kernels

@@ -1,0 +1,221 @@
+// Packing and the scalar `_ref` twins of the low-bit kernels (kernels/lowbit.h). Plain C++ with
+// no ISA flags: this file is what every fast kernel is checked against, and the fallback.
+
+#include "kernels/lowbit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace bitlens::kernels {
+
+namespace {
+
+std::int64_t roundUp(std::int64_t v, std::int64_t multiple)
+{
+    return (v + multiple - 1) / multiple * multiple;
+}
+
+/// The byte of packed panel data that holds w[n, k].
+std::size_t int8PackedIndex(const Int8PackedWeight& w, std::int64_t n, std::int64_t k)
+{
+    const std::int64_t panel = n / kInt8PanelWidth;
+    const std::int64_t n0 = panel * kInt8PanelWidth;
+    const std::int64_t width = std::min(kInt8PanelWidth, roundUp(w.n, 16) - n0);
+    return static_cast<std::size_t>(n0 * w.kPadded + (k / 4) * width * 4 + (n - n0) * 4 + k % 4);
+}
+
+/// The 4-bit code of w[n, k] in the packed layout.
+std::uint8_t nibbleAt(const Nibble4PackedWeight& w, std::int64_t n, std::int64_t k)
+{
+    const std::int64_t chunk = k / kNibbleChunk;
+    const std::int64_t word = k % 16, shift = (k % kNibbleChunk) / 16;
+    const std::uint8_t byte = w.data[static_cast<std::size_t>(n * (w.kPadded / 2) + chunk * 64 +
+                                                              word * 4 + shift / 2)];
+    return shift % 2 == 0 ? byte & 0x0F : byte >> 4;
+}
+
+constexpr float kNf4[16] = {-1.0f,
+                            -0.6961928009986877f,
+                            -0.5250730514526367f,
+                            -0.39491748809814453f,
+                            -0.28444138169288635f,
+                            -0.18477343022823334f,
+                            -0.09105003625154495f,
+                            0.0f,
+                            0.07958029955625534f,
+                            0.16093020141124725f,
+                            0.24611230194568634f,
+                            0.33791524171829224f,
+                            0.44070982933044434f,
+                            0.5626170039176941f,
+                            0.7229568362236023f,
+                            1.0f};
+constexpr float kUint4[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+} // namespace
+
+const float* nf4Table() { return kNf4; }
+const float* uint4Table() { return kUint4; }
+
+Int8PackedWeight packInt8Weight(const std::int8_t* w, std::int64_t n, std::int64_t k,
+                                std::int64_t ldw)
+{
+    if (n < 0 || k < 0 || k > kInt8MaxK || ldw < k)
+        throw std::invalid_argument("packInt8Weight: bad shape");
+    Int8PackedWeight p;
+    p.n = n;
+    p.k = k;
+    p.kPadded = roundUp(k, 4);
+    p.data = AlignedArray<std::int8_t>(static_cast<std::size_t>(roundUp(n, 16) * p.kPadded));
+    p.colSum = AlignedArray<std::int32_t>(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::int32_t sum = 0;
+        for (std::int64_t j = 0; j < k; ++j) {
+            const std::int8_t v = w[i * ldw + j];
+            p.data[int8PackedIndex(p, i, j)] = v;
+            sum += v;
+        }
+        p.colSum[static_cast<std::size_t>(i)] = sum;
+    }
+    return p;
+}
+
+void int8GemmRef(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc)
+{
+    for (std::int64_t m = 0; m < x.m; ++m) {
+        const std::int32_t zx =
+            x.zeroPoint ? x.zeroPoint[x.zeroPointPerRow ? m : 0] : 0;
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            // Wrapping (unsigned) arithmetic, as vpdpbusd adds; the final value is exact.
+            std::uint32_t sum = 0;
+            for (std::int64_t k = 0; k < w.kPadded; ++k)
+                sum += static_cast<std::uint32_t>(static_cast<std::int32_t>(x.codes[m * x.ldx + k]) *
+                                                  w.data[int8PackedIndex(w, n, k)]);
+            sum -= static_cast<std::uint32_t>(zx) *
+                   static_cast<std::uint32_t>(w.colSum[static_cast<std::size_t>(n)]);
+            acc[m * w.n + n] = static_cast<std::int32_t>(sum);
+        }
+    }
+}
+
+void int8GemmRefF32(const Int8Activations& x, const Int8PackedWeight& w,
+                    const Int8Epilogue& e, float* y)
+{
+    AlignedArray<std::int32_t> acc(static_cast<std::size_t>(x.m * w.n));
+    int8GemmRef(x, w, acc.data());
+    for (std::int64_t m = 0; m < x.m; ++m) {
+        const float sx = e.xScale[e.xScalePerRow ? m : 0];
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            const float scale = sx * e.wScale[n];
+            const float v = static_cast<float>(acc[static_cast<std::size_t>(m * w.n + n)]) * scale;
+            y[m * w.n + n] = e.bias ? v + e.bias[n] : v;
+        }
+    }
+}
+
+void quantizeRowsU8Ref(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
+                       const float* invScale, const std::int32_t* zeroPoint, bool perRow,
+                       std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
+                       std::int64_t ldu)
+{
+    for (std::int64_t r = 0; r < m; ++r) {
+        const float inv = invScale[perRow ? r : 0];
+        const std::int32_t zp = zeroPoint[perRow ? r : 0];
+        for (std::int64_t j = 0; j < k; ++j) {
+            const float v = x[r * ldx + j];
+            std::int32_t q = zp;
+            if (!std::isnan(v)) {
+                // nearbyint: half to even. 0.5 * 2 = 1 -> 1; 2.5 -> 2; -0.5 -> -0.
+                float t = std::nearbyint(v * inv) + static_cast<float>(zp);
+                t = std::min(std::max(t, static_cast<float>(qmin)), static_cast<float>(qmax));
+                q = static_cast<std::int32_t>(t);
+            }
+            u[r * ldu + j] = static_cast<std::uint8_t>(q + shift);
+        }
+        for (std::int64_t j = k; j < ldu; ++j)
+            u[r * ldu + j] = static_cast<std::uint8_t>(zp + shift);
+    }
+}
+
+Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std::int64_t k,
+                                      std::int64_t ldu, std::int64_t group, const float* scale,
+                                      const float* offset, const float table[16],
+                                      std::uint8_t padCode)
+{
+    if (n < 0 || k < 1 || ldu < k || group < kNibbleGroupMultiple ||
+        group % kNibbleGroupMultiple != 0 || padCode > 15)
+        throw std::invalid_argument("packNibble4Weight: bad shape or group");
+    Nibble4PackedWeight p;
+    p.n = n;
+    p.k = k;
+    p.kPadded = roundUp(k, kNibbleChunk);
+    p.group = group;
+    p.groups = (k + group - 1) / group;
+    std::copy(table, table + 16, p.table);
+    const std::int64_t rowBytes = p.kPadded / 2;
+    p.data = AlignedArray<std::uint8_t>(static_cast<std::size_t>(n * rowBytes));
+    for (std::int64_t i = 0; i < n; ++i) {
+        for (std::int64_t j = 0; j < p.kPadded; ++j) {
+            const std::uint8_t code = j < k ? u[i * ldu + j] & 0x0F : padCode;
+            const std::int64_t chunk = j / kNibbleChunk;
+            const std::int64_t word = j % 16, shift = (j % kNibbleChunk) / 16;
+            std::uint8_t& byte = p.data[static_cast<std::size_t>(i * rowBytes + chunk * 64 +
+                                                                  word * 4 + shift / 2)];
+            byte = shift % 2 == 0 ? static_cast<std::uint8_t>((byte & 0xF0) | code)
+                                  : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
+        }
+    }
+    const std::size_t blocks = static_cast<std::size_t>(n * p.groups);
+    p.scale = AlignedArray<float>(blocks);
+    std::copy(scale, scale + blocks, p.scale.data());
+    if (offset && std::any_of(offset, offset + blocks, [](float v) { return v != 0.0f; })) {
+        p.offset = AlignedArray<float>(blocks);
+        std::copy(offset, offset + blocks, p.offset.data());
+    }
+    return p;
+}
+
+void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
+                    const Nibble4PackedWeight& w, float* y)
+{
+    for (std::int64_t r = 0; r < m; ++r) {
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            double sum = 0.0;
+            for (std::int64_t k = 0; k < w.kPadded; ++k) {
+                const std::size_t b = static_cast<std::size_t>(
+                    n * w.groups + std::min(k / w.group, w.groups - 1));
+                const double weight =
+                    static_cast<double>(w.table[nibbleAt(w, n, k)]) * w.scale[b] +
+                    (w.offset.size() ? static_cast<double>(w.offset[b]) : 0.0);
+                sum += weight * x[r * ldx + k];
+            }
+            y[r * w.n + n] = static_cast<float>(sum);
+        }
+    }
+}
+
+#ifndef BITLENS_HAVE_CUDA
+// Without CUDA no device weights are ever made; these keep the API linkable.
+void Nibble4DeviceDeleter::operator()(Nibble4DeviceWeight*) const {}
+
+Nibble4DevicePtr uploadNibble4Weight(const Nibble4PackedWeight&, std::string& error)
+{
+    error = "this build has no CUDA kernels (configured with BITLENS_CUDA=OFF)";
+    return nullptr;
+}
+
+std::string nibble4GemvCuda(const float*, std::int64_t, const Nibble4DeviceWeight&, float*, void*)
+{
+    return "this build has no CUDA kernels (configured with BITLENS_CUDA=OFF)";
+}
+
+std::string nibble4GemvCudaHost(const float*, std::int64_t, const Nibble4DeviceWeight&, float*,
+                                int, double*)
+{
+    return "this build has no CUDA kernels (configured with BITLENS_CUDA=OFF)";
+}
+#endif
+
+} // namespace bitlens::kernels

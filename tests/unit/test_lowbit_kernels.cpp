@@ -1,0 +1,288 @@
+// The AVX-512 low-bit kernels against their scalar `_ref` twins (kernels/lowbit.h), over sizes
+// that straddle the vector widths (16 int32 / float lanes, 4-byte VNNI groups, 6-row tiles,
+// 64-channel panels, 32-element nibble chunks). int8: exact; float: tight tolerance. The twins
+// themselves are checked against LibTorch (an int64 matmul, a float64 matmul of the dequantized
+// weights) and against quant::quantize().
+
+#include "kernels/lowbit.h"
+#include "quant/quant_type.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace bitlens;
+using namespace bitlens::kernels;
+
+namespace {
+
+const std::vector<std::int64_t> kSizes = {1, 3, 15, 16, 17, 63, 64, 65, 128, 131};
+
+at::Generator seeded(std::uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+/// Activation codes [M, kPadded] (padding bytes random: the kernels must ignore them).
+at::Tensor randomCodes(std::int64_t m, std::int64_t kPadded, std::uint64_t seed)
+{
+    return at::randint(0, 256, {m, kPadded}, seeded(seed), at::kByte);
+}
+
+/// sum_k (x[m, k] - zx[m]) * w[n, k] in int64 via LibTorch.
+at::Tensor int8Expected(const at::Tensor& u, std::int64_t k, const at::Tensor& zx,
+                        const at::Tensor& w)
+{
+    const at::Tensor x = u.narrow(1, 0, k).to(at::kLong) - zx.reshape({-1, 1});
+    return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()).to(at::kLong);
+}
+
+} // namespace
+
+TEST(Int8GemmRef, MatchesAnInt64MatmulOverEverySizeMix)
+{
+    std::uint64_t seed = 1;
+    for (std::int64_t m : {1, 6, 7}) {
+        for (std::int64_t k : {1, 3, 4, 5, 17, 64}) {
+            for (std::int64_t n : {1, 16, 17, 65}) {
+                SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                             std::to_string(n));
+                const at::Tensor w = at::randint(-128, 128, {n, k}, seeded(seed++), at::kChar);
+                const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), n, k, k);
+                const at::Tensor u = randomCodes(m, p.kPadded, seed++);
+                const at::Tensor zx = at::randint(0, 256, {m}, seeded(seed++), at::kInt);
+                at::Tensor acc = at::empty({m, n}, at::kInt);
+                int8GemmRef({u.data_ptr<std::uint8_t>(), m, p.kPadded, zx.data_ptr<std::int32_t>(),
+                             true},
+                            p, acc.data_ptr<std::int32_t>());
+                ASSERT_TRUE(at::equal(acc.to(at::kLong), int8Expected(u, k, zx.to(at::kLong), w)));
+            }
+        }
+    }
+}
+
+TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
+{
+    if (!cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    std::mt19937 rng(7);
+    std::uint64_t seed = 100;
+    for (std::int64_t m : kSizes) {
+        for (std::int64_t k : {1, 15, 16, 17, 63, 64, 65, 128, 131}) {
+            const std::int64_t n = kSizes[rng() % kSizes.size()];
+            SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                         std::to_string(n));
+            const at::Tensor w = at::randint(-128, 128, {n, k}, seeded(seed++), at::kChar);
+            const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), n, k, k);
+            const at::Tensor u = randomCodes(m, p.kPadded + 4, seed++);
+            const at::Tensor zx = at::randint(0, 256, {m}, seeded(seed++), at::kInt);
+            for (bool perRow : {true, false}) {
+                const Int8Activations x{u.data_ptr<std::uint8_t>(), m, p.kPadded + 4,
+                                        zx.data_ptr<std::int32_t>(), perRow};
+                at::Tensor got = at::empty({m, n}, at::kInt);
+                at::Tensor want = at::empty({m, n}, at::kInt);
+                int8GemmVnni(x, p, got.data_ptr<std::int32_t>());
+                int8GemmRef(x, p, want.data_ptr<std::int32_t>());
+                ASSERT_TRUE(at::equal(got, want)) << "per-row zero points " << perRow;
+
+                const at::Tensor xs = at::rand({m}, seeded(seed++)) * 0.1 + 0.01;
+                const at::Tensor ws = at::rand({n}, seeded(seed++)) * 0.1 + 0.01;
+                const at::Tensor bias = at::randn({n}, seeded(seed++));
+                const Int8Epilogue e{xs.data_ptr<float>(), perRow, ws.data_ptr<float>(),
+                                     bias.data_ptr<float>()};
+                at::Tensor yGot = at::empty({m, n});
+                at::Tensor yWant = at::empty({m, n});
+                int8GemmVnniF32(x, p, e, yGot.data_ptr<float>());
+                int8GemmRefF32(x, p, e, yWant.data_ptr<float>());
+                // Same operations in the same order: at most a last-bit difference.
+                ASSERT_TRUE(at::allclose(yGot, yWant, 1e-6, 1e-6))
+                    << (yGot - yWant).abs().max().item<float>();
+            }
+        }
+    }
+}
+
+TEST(Int8GemmVnni, ExtremeCodesAtTheLargestKStayExact)
+{
+    if (!cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    // Every product 255 * -128 over K = 65535: the int32 sum is -2,139,029,760, near -2^31.
+    const std::int64_t k = kInt8MaxK, m = 2, n = 17;
+    const at::Tensor w = at::full({n, k}, -128, at::kChar);
+    const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), n, k, k);
+    const at::Tensor u = at::full({m, p.kPadded}, 255, at::kByte);
+    const std::int32_t zx = 0;
+    at::Tensor got = at::empty({m, n}, at::kInt);
+    int8GemmVnni({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx, false}, p,
+                 got.data_ptr<std::int32_t>());
+    EXPECT_EQ(got[1][16].item<std::int64_t>(), 255LL * -128 * k);
+    // With zero point 255 every term is 0.
+    const std::int32_t zx255 = 255;
+    int8GemmVnni({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx255, false}, p,
+                 got.data_ptr<std::int32_t>());
+    EXPECT_EQ(got.abs().max().item<std::int64_t>(), 0);
+}
+
+TEST(QuantizeRowsU8, MatchesQuantizeBitForBitIncludingTiesNanAndInf)
+{
+    std::uint64_t seed = 200;
+    for (std::int64_t m : {1, 5}) {
+        for (std::int64_t k : {1, 15, 16, 17, 33, 100}) {
+            at::Tensor x = at::randn({m, k}, seeded(seed++)) * 3.0;
+            // Ties at scale 0.5: 0.25 -> 0.5 -> 0 and 0.75 -> 1.5 -> 2 (half to even).
+            x[0][0] = 0.25f;
+            if (k > 3) {
+                x[0][1] = 0.75f;
+                x[0][2] = std::numeric_limits<float>::quiet_NaN();
+                x[0][3] = std::numeric_limits<float>::infinity();
+            }
+            for (const auto type : {quant::QuantType::UInt8, quant::QuantType::Int8}) {
+                const bool perRow = m > 1;
+                const auto g = perRow ? quant::Granularity::perToken()
+                                      : quant::Granularity::perTensor();
+                auto [lo, hi] = quant::blockMinMax(x.nan_to_num(0, 0, 0), g);
+                quant::QParams qp = quant::chooseQParams(lo, hi, type, false, g);
+                if (!perRow) {
+                    qp.scale = at::full({}, 0.5f);
+                    qp.zeroPoint = at::full({}, type == quant::QuantType::UInt8 ? 7 : -3, at::kLong);
+                }
+                const at::Tensor want = quant::quantize(x, qp).to(at::kInt);
+                const at::Tensor inv = at::reciprocal(qp.scale.reshape({-1})).contiguous();
+                const at::Tensor zp = qp.zeroPoint.reshape({-1}).to(at::kInt).contiguous();
+                const auto& t = quant::traits(type);
+                const std::int32_t shift = type == quant::QuantType::Int8 ? 128 : 0;
+                const std::int64_t ldu = k + 3;
+                for (bool fast : {false, true}) {
+                    at::Tensor u = at::empty({m, ldu}, at::kByte);
+                    (fast ? quantizeRowsU8 : quantizeRowsU8Ref)(
+                        x.data_ptr<float>(), m, k, k, inv.data_ptr<float>(),
+                        zp.data_ptr<std::int32_t>(), perRow, static_cast<std::int32_t>(t.qmin),
+                        static_cast<std::int32_t>(t.qmax), shift, u.data_ptr<std::uint8_t>(), ldu);
+                    const at::Tensor q = u.narrow(1, 0, k).to(at::kInt) - shift;
+                    ASSERT_TRUE(at::equal(q, want)) << "K " << k << (fast ? " fast" : " ref");
+                    // Padding holds the code of 0.
+                    ASSERT_TRUE(at::equal(u.narrow(1, k, 3).to(at::kInt) - shift,
+                                          zp.reshape({-1, 1}).expand({m, 3})));
+                }
+            }
+        }
+    }
+}
+
+namespace {
+
+struct Nibble4Case {
+    std::int64_t m, k, n, group;
+    bool nf4;
+    bool offsets;
+};
+
+/// Packs random codes; returns the packed weights and the dequantized float64 matrix [N, Kp].
+std::pair<Nibble4PackedWeight, at::Tensor> randomNibble4(const Nibble4Case& c, std::uint64_t seed)
+{
+    const at::Tensor u = at::randint(0, 16, {c.n, c.k}, seeded(seed), at::kByte);
+    const std::int64_t kPadded = (c.k + kNibbleChunk - 1) / kNibbleChunk * kNibbleChunk;
+    const std::int64_t groups = (c.k + c.group - 1) / c.group;
+    const at::Tensor s = at::rand({c.n, groups}, seeded(seed + 1)) * 0.2 + 0.01;
+    const at::Tensor o = at::randn({c.n, groups}, seeded(seed + 2));
+    const float* table = c.nf4 ? nf4Table() : uint4Table();
+    const std::uint8_t pad = c.nf4 ? 7 : 0;
+    Nibble4PackedWeight p =
+        packNibble4Weight(u.data_ptr<std::uint8_t>(), c.n, c.k, c.k, c.group, s.data_ptr<float>(),
+                          c.offsets ? o.data_ptr<float>() : nullptr, table, pad);
+    // Dequantized by hand: table[u] * s + o per group; padding contributes nothing since x is 0.
+    const at::Tensor values = at::from_blob(const_cast<float*>(table), {16}).to(at::kDouble);
+    at::Tensor wq = at::zeros({c.n, kPadded}, at::kDouble);
+    wq.narrow(1, 0, c.k).copy_(values.index_select(0, u.to(at::kLong).reshape({-1})).reshape(
+        {c.n, c.k}));
+    const at::Tensor index =
+        at::arange(kPadded, at::kLong).div(c.group, "floor").clamp_max(groups - 1);
+    wq = wq * s.to(at::kDouble).index_select(1, index);
+    if (c.offsets)
+        wq = wq + o.to(at::kDouble).index_select(1, index);
+    return {std::move(p), wq};
+}
+
+} // namespace
+
+TEST(Nibble4GemmRef, MatchesAFloat64MatmulOfTheDequantizedWeights)
+{
+    std::uint64_t seed = 300;
+    for (const Nibble4Case c : {Nibble4Case{1, 32, 5, 32, false, true},
+                                Nibble4Case{3, 100, 17, 64, false, true},
+                                Nibble4Case{2, 200, 9, 96, true, false}}) {
+        auto [p, wq] = randomNibble4(c, seed);
+        at::Tensor x = at::zeros({c.m, p.kPadded});
+        x.narrow(1, 0, c.k).normal_(0, 1, seeded(seed + 3));
+        at::Tensor y = at::empty({c.m, c.n});
+        nibble4GemmRef(x.data_ptr<float>(), c.m, p.kPadded, p, y.data_ptr<float>());
+        const at::Tensor want = at::matmul(x.to(at::kDouble), wq.t()).to(at::kFloat);
+        EXPECT_TRUE(at::allclose(y, want, 1e-6, 1e-6)) << (y - want).abs().max().item<float>();
+        seed += 10;
+    }
+}
+
+TEST(Nibble4GemmAvx512, MatchesTheReferenceToFloatRounding)
+{
+    if (!cpuFeatures().avx512)
+        GTEST_SKIP() << "this CPU has no AVX-512";
+    std::mt19937 rng(11);
+    std::uint64_t seed = 400;
+    for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
+        for (std::int64_t group : {32, 64, 128}) {
+            for (bool nf4 : {false, true}) {
+                const Nibble4Case c{static_cast<std::int64_t>(rng() % 11) + 1, k,
+                                    kSizes[rng() % kSizes.size()], group, nf4, !nf4};
+                SCOPED_TRACE("M " + std::to_string(c.m) + " K " + std::to_string(k) + " N " +
+                             std::to_string(c.n) + " group " + std::to_string(group) +
+                             (nf4 ? " nf4" : " int4"));
+                auto [p, wq] = randomNibble4(c, seed);
+                seed += 10;
+                at::Tensor x = at::zeros({c.m, p.kPadded + 5});
+                x.narrow(1, 0, k).normal_(0, 1, seeded(seed));
+                at::Tensor got = at::empty({c.m, c.n});
+                at::Tensor want = at::empty({c.m, c.n});
+                nibble4GemmAvx512(x.data_ptr<float>(), c.m, p.kPadded + 5, p,
+                                  got.data_ptr<float>());
+                nibble4GemmRef(x.data_ptr<float>(), c.m, p.kPadded + 5, p, want.data_ptr<float>());
+                // float32 sums of K terms: within K * 2^-24 of the sum of magnitudes.
+                const at::Tensor magnitude = at::matmul(x.abs().narrow(1, 0, p.kPadded).to(at::kDouble),
+                                                        wq.abs().t());
+                const at::Tensor bound = magnitude * (static_cast<double>(p.kPadded) * 6e-8) + 1e-6;
+                ASSERT_TRUE(((got - want).abs().to(at::kDouble) <= bound).all().item<bool>())
+                    << (got - want).abs().max().item<float>();
+            }
+        }
+    }
+}
+
+TEST(Nibble4Pack, RejectsGroupsThatAreNotWholeChunks)
+{
+    const std::uint8_t u[64] = {};
+    const float s[4] = {1, 1, 1, 1};
+    EXPECT_THROW(packNibble4Weight(u, 1, 64, 64, 16, s, nullptr, uint4Table(), 0),
+                 std::invalid_argument);
+    EXPECT_THROW(packNibble4Weight(u, 1, 64, 64, 48, s, nullptr, uint4Table(), 0),
+                 std::invalid_argument);
+    EXPECT_NO_THROW(packNibble4Weight(u, 1, 64, 64, 32, s, nullptr, uint4Table(), 0));
+}
+
+TEST(Nibble4Pack, PutsElementDPlus16SInNibbleSOfWordD)
+{
+    std::uint8_t u[128] = {};
+    u[0] = 3;
+    u[16] = 9;   // word 0, nibble 1: byte 0, high
+    u[37] = 12;  // 37 = 5 + 16 * 2: word 5, nibble 2: byte 21, low
+    u[127] = 7;  // 127 = 15 + 16 * 7: word 15, nibble 7: byte 63, high
+    const float s[1] = {1};
+    const Nibble4PackedWeight p =
+        packNibble4Weight(u, 1, 128, 128, 128, s, nullptr, uint4Table(), 0);
+    EXPECT_EQ(p.data[0], 0x93);
+    EXPECT_EQ(p.data[21], 0x0C);
+    EXPECT_EQ(p.data[63], 0x70);
+    EXPECT_EQ(p.kPadded, 128);
+    // K = 33 pads to one chunk of 128, with ceil(33 / 32) = 2 scale groups.
+    const float s2[2] = {1, 2};
+    const Nibble4PackedWeight q =
+        packNibble4Weight(u, 1, 33, 128, 32, s2, nullptr, uint4Table(), 0);
+    EXPECT_EQ(q.kPadded, 128);
+    EXPECT_EQ(q.groups, 2);
+}
