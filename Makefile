@@ -7,6 +7,9 @@ JOBS ?= $(shell nproc)
 CACHE ?= $(HOME)/.cache/bitlens
 CMAKE_FLAGS ?=
 export CCACHE_DIR ?= $(CACHE)/ccache
+# Paths under the checkout are hashed relative to it, so every clone (CI's fresh one, worktrees)
+# hits the same cache entries.
+export CCACHE_BASEDIR ?= $(CURDIR)
 # Lets ccache hit on files compiled with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
