@@ -3,6 +3,8 @@
 #include "exec/executor.h"
 #include "exec/quant_ops.h"
 #include "export/onnx_qdq.h"
+#include "export/safetensors_export.h"
+#include "io/safetensors.h"
 #include "export/report_json.h"
 #include "io/onnx.h"
 
@@ -28,13 +30,14 @@ std::string lower(std::string text)
     return text;
 }
 
-/// GGUF and safetensors writers are another piece of work (issue #6): they plug in here, in
-/// checkExportable, exportModel and verifyExport, each behind its own ExportFormat case.
+/// The GGUF writer for whole models plugs in here, in checkExportable, exportModel and
+/// verifyExport, behind its ExportFormat case.
 Error notYet(ExportFormat format, const std::string& path = {})
 {
     return Error::unsupported(path, "export to " + formatName(format) +
                                         " is not available in this build yet; --format onnx "
-                                        "writes int8 and int4 QDQ models");
+                                        "writes int8 and int4 QDQ models, --format safetensors "
+                                        "the compressed-tensors layout");
 }
 
 std::string fmt(double value)
@@ -42,6 +45,41 @@ std::string fmt(double value)
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", value);
     return buf;
+}
+
+/// Why compressed-tensors cannot hold a layer configuration, or nullopt when it can.
+std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
+{
+    if (c.keepFloat)
+        return std::nullopt;
+    switch (c.weightType) {
+    case quant::QuantType::NF4:
+    case quant::QuantType::FP4E2M1:
+    case quant::QuantType::FP8E5M2:
+        return std::string("compressed-tensors has no layout for ") +
+               std::string(quant::traits(c.weightType).name) +
+               " weights (ONNX or GGUF cannot hold them either; keep them in BitLens' report)";
+    default: break;
+    }
+    if (c.smoothAlpha > 0.0)
+        return std::string("SmoothQuant's per-channel input divisor has no place in "
+                           "compressed-tensors (export it to ONNX instead)");
+    return std::nullopt;
+}
+
+Result<void> checkSafetensorsExportable(const quant::Scheme& scheme)
+{
+    const std::string name = scheme.spec.empty() ? scheme.preset : scheme.spec;
+    if (auto why = safetensorsLimitation(scheme.config))
+        return Error::unsupported({}, "scheme " + name + " cannot be exported to safetensors: " +
+                                          *why);
+    for (const auto& [layer, config] : scheme.overrides)
+        if (config)
+            if (auto why = safetensorsLimitation(*config))
+                return Error::unsupported({}, "scheme " + name +
+                                                  " cannot be exported to safetensors: "
+                                                  "override of layer '" + layer + "': " + *why);
+    return {};
 }
 
 } // namespace
@@ -85,8 +123,8 @@ Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
 {
     switch (format) {
     case ExportFormat::Onnx: return checkOnnxExportable(scheme);
-    case ExportFormat::Gguf:
-    case ExportFormat::Safetensors: return notYet(format);
+    case ExportFormat::Safetensors: return checkSafetensorsExportable(scheme);
+    case ExportFormat::Gguf: return notYet(format);
     }
     return notYet(format);
 }
@@ -95,6 +133,29 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
                                  const std::string& path, Progress& progress,
                                  const CancelToken& cancel)
 {
+    if (format == ExportFormat::Safetensors) {
+        if (auto r = checkSafetensorsExportable(model.scheme); !r) {
+            Error e = r.error();
+            e.path = path;
+            return e;
+        }
+        if (cancel.cancelled())
+            return Error::cancelled();
+        progress.report(0.1, "writing " + path);
+        auto written = writeCompressedTensors(model, path);
+        if (!written)
+            return written.error();
+        ExportResult result;
+        result.format = format;
+        result.path = path;
+        std::error_code ec;
+        result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+        for (const auto& [name, lq] : model.layers)
+            (lq.config.keepFloat ? result.floatLayers : result.quantizedLayers) += 1;
+        result.notes = written->notes;
+        progress.report(1.0, "exported");
+        return result;
+    }
     if (format != ExportFormat::Onnx)
         return notYet(format, path);
     auto graph = buildQdqGraph(model, progress, cancel);
@@ -179,11 +240,136 @@ Result<void> checkOutputs(const std::string& path, const std::vector<at::Tensor>
 
 } // namespace
 
+namespace {
+
+/// Safetensors (compressed-tensors) verification: the file holds weights and activation scales,
+/// not a graph. Every tensor is read back with BitLens' readers: dequantized weights must equal
+/// the in-app ones bit for bit, the other tensors the model's own, the stored input scales the
+/// calibrated ones; then the in-app model is run again with everything taken from the file
+/// (weights and activation scales) and must give exactly the in-app outputs.
+Result<VerifyResult> verifySafetensors(const std::string& path, const quant::QuantizedModel& model,
+                                       const io::Dataset& data, const VerifyOptions& options,
+                                       Progress& progress, const CancelToken& cancel)
+{
+    if (!data.inputs.defined() || data.size() == 0)
+        return Error::usage("verification needs samples (--eval DATA)");
+    auto tensors = readCompressedTensors(path);
+    if (!tensors)
+        return tensors.error();
+    auto raw = io::readSafetensors(path);
+    if (!raw)
+        return raw.error();
+    try {
+        c10::InferenceMode guard;
+        VerifyResult result;
+        quant::QuantizedModel fromFile = model;
+        std::int64_t otherMismatches = 0;
+        std::int64_t scaleMismatches = 0;
+        for (const auto& node : model.graph.nodes) {
+            auto it = fromFile.layers.find(node.name);
+            if (it == fromFile.layers.end() || it->second.config.keepFloat ||
+                node.inputs.size() < 2)
+                continue;
+            quant::LayerQuant& lq = it->second;
+            ++result.weightsChecked;
+            auto w = tensors->find(node.inputs[1]);
+            const bool same = w != tensors->end() && w->second.sizes() == lq.weightFq.sizes() &&
+                              at::equal(w->second.to(at::kFloat), lq.weightFq.to(at::kCPU));
+            if (!same) {
+                ++result.weightsMismatched;
+                continue;
+            }
+            lq.weightFq = w->second.to(at::kFloat);
+            if (lq.act && lq.config.actMode == quant::ActMode::Static) {
+                std::string module = node.inputs[1];
+                if (module.size() > 7 && module.ends_with(".weight"))
+                    module.resize(module.size() - 7);
+                else
+                    module = node.name;
+                auto scale = raw->tensors.find(module + ".input_scale");
+                if (scale == raw->tensors.end() ||
+                    !at::equal(scale->second.to(at::kFloat).reshape({-1}),
+                               lq.act->scale.to(at::kCPU, at::kFloat).reshape({-1}))) {
+                    ++scaleMismatches;
+                    continue;
+                }
+                lq.act->scale = scale->second.to(at::kFloat).reshape(lq.act->scale.sizes());
+            }
+        }
+        for (auto& [name, t] : fromFile.graph.initializers) {
+            auto it = tensors->find(name);
+            bool quantizedWeight = false;
+            for (const auto& node : model.graph.nodes)
+                if (node.inputs.size() > 1 && node.inputs[1] == name &&
+                    model.layers.count(node.name) && !model.layers.at(node.name).config.keepFloat)
+                    quantizedWeight = true;
+            if (quantizedWeight)
+                continue;
+            if (it == tensors->end() || it->second.sizes() != t.sizes() ||
+                !at::equal(it->second.to(t.scalar_type()), t.to(at::kCPU))) {
+                ++otherMismatches;
+                continue;
+            }
+            t = it->second.to(t.scalar_type());
+        }
+
+        exec::Executor appExec(model.graph, exec::ExecOptions{options.device});
+        appExec.addHook(quant::makeQuantHook(model));
+        exec::Executor fileExec(fromFile.graph, exec::ExecOptions{options.device});
+        fileExec.addHook(quant::makeQuantHook(fromFile));
+        const std::int64_t n = data.size();
+        for (std::int64_t start = 0; start < n; start += options.batchSize) {
+            if (cancel.cancelled())
+                return Error::cancelled();
+            const std::int64_t end = std::min(n, start + options.batchSize);
+            const at::Tensor x = data.inputs.slice(0, start, end);
+            auto a = appExec.run({x});
+            if (!a)
+                return a.error();
+            auto f = fileExec.run({x});
+            if (!f)
+                return Error{f.error().code, f.error().message, path, std::nullopt};
+            result.maxAbsDiff = std::max(result.maxAbsDiff, maxAbsDiff(*a, *f));
+            for (const auto& y : *a)
+                if (y.numel() > 0)
+                    result.outputAbsMax = std::max(
+                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
+            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
+        }
+        result.samples = n;
+        result.maxAbsDiffSameRounding = result.maxAbsDiff;
+        result.sameRoundingTolerance =
+            options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
+        result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
+                    scaleMismatches == 0 && result.maxAbsDiff <= result.sameRoundingTolerance;
+        result.message =
+            "safetensors file vs in-app model on " + std::to_string(n) + " samples: " +
+            std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
+            std::to_string(result.weightsChecked) + " quantized weights identical, " +
+            std::to_string(otherMismatches) + " other tensors differ, " +
+            std::to_string(scaleMismatches) + " activation scales differ; max |diff| " +
+            fmt(result.maxAbsDiff) + " running the model from the file (" +
+            (result.sameRoundingTolerance == 0.0 ? std::string("must be 0")
+                                                 : "tolerance " + fmt(result.sameRoundingTolerance)) +
+            ")";
+        return result;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
+                              path);
+    } catch (const std::exception& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what(), path);
+    }
+}
+
+} // namespace
+
 Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                                   const quant::QuantizedModel& model, const io::Dataset& data,
                                   const VerifyOptions& options, Progress& progress,
                                   const CancelToken& cancel)
 {
+    if (format == ExportFormat::Safetensors)
+        return verifySafetensors(path, model, data, options, progress, cancel);
     if (format != ExportFormat::Onnx)
         return notYet(format, path);
     auto file = io::readOnnxFile(path);
@@ -330,6 +516,7 @@ nlohmann::json exportToJson(const ExportResult& result, const std::optional<Veri
                         {"opset", result.opset},
                         {"quantized_layers", result.quantizedLayers},
                         {"float_layers", result.floatLayers},
+                        {"notes", result.notes},
                         {"verify", nullptr}};
     if (verify) {
         auto metric = [](const std::optional<analysis::MetricValue>& m) {

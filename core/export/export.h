@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bitlens::exporting {
 
@@ -37,6 +38,7 @@ struct ExportResult {
     std::int64_t opset = 0;          ///< ONNX: default-domain opset written
     int quantizedLayers = 0;         ///< layers written with quantized weights
     int floatLayers = 0;             ///< planned layers kept in float
+    std::vector<std::string> notes;  ///< what the writer adapted, per layer (safetensors)
 };
 
 /// Checks, before any calibration, that `format` can hold `scheme` (Unsupported naming the

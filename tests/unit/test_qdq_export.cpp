@@ -437,9 +437,18 @@ TEST(ExportRefusals, SchemesOnnxCannotHoldNameTheSchemeAndAlternatives)
     auto r = exporting::checkExportable(*scheme, exporting::ExportFormat::Onnx);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("override of layer 'fc1'"), std::string::npos);
-    for (auto f : {exporting::ExportFormat::Gguf, exporting::ExportFormat::Safetensors})
-        EXPECT_EQ(exporting::checkExportable(*quant::parseScheme("static-int8"), f).error().code,
-                  ErrorCode::Unsupported);
+    EXPECT_EQ(exporting::checkExportable(*quant::parseScheme("static-int8"),
+                                         exporting::ExportFormat::Gguf)
+                  .error()
+                  .code,
+              ErrorCode::Unsupported);
+    // compressed-tensors holds int8 but not NF4 or SmoothQuant's divisor.
+    const auto st = exporting::ExportFormat::Safetensors;
+    EXPECT_TRUE(exporting::checkExportable(*quant::parseScheme("static-int8"), st).ok());
+    EXPECT_EQ(exporting::checkExportable(*quant::parseScheme("w4-nf4"), st).error().code,
+              ErrorCode::Unsupported);
+    EXPECT_EQ(exporting::checkExportable(*quant::parseScheme("smoothquant-int8"), st).error().code,
+              ErrorCode::Unsupported);
 }
 
 TEST(ExportFiles, FormatsFromNamesAndExtensions)
