@@ -164,6 +164,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
     report.sizeQuantized = model.bytesQuantized;
     report.foldedBatchNorms = model.foldedBatchNorms;
     report.calibSamples = model.calibSamples;
+    report.qat = model.qat;
     try {
         c10::InferenceMode guard;
         const at::Tensor x =

@@ -88,6 +88,7 @@ struct QuantReport {
     std::int64_t calibSamples = 0;
     std::int64_t analysisSamples = 0;
     double seconds = 0.0;  ///< wall time of prepare + analysis + metric
+    std::optional<quant::QatSummary> qat;  ///< quantization-aware training, when it ran
 };
 
 /// Inputs of an analysis.
