@@ -65,14 +65,18 @@ struct QatOptions {
     bool lsq = false;                ///< learnable weight and activation scales (lsq=)
     ActRange actRange = ActRange::Fixed;  ///< (act-range=fixed|ema|learned)
     double emaMomentum = 0.01;       ///< EMA factor for act-range=ema (ema=)
-    /// Loss: 0 = cross-entropy with the labels when the data has them, else distillation;
-    /// 1 = always distil from the float model (KL on logits, MSE on other outputs); -1 = labels.
-    int distill = 0;                 ///< (distill=true|false; absent = auto)
+    /// Loss: 1 = label-free distillation from the float model (KL on logits, MSE on other
+    /// outputs; the default: it recovers more on fashion-cnn, see bench/RESULTS.md); -1 =
+    /// cross-entropy with the data's labels (distill=false); 0 = labels when the data has them.
+    int distill = 1;                 ///< (distill=true|false)
     double temperature = 1.0;        ///< distillation temperature (temperature=)
     /// Step after which BatchNorm statistics stop updating (folded with frozen running stats);
-    /// -1 = half of the steps (freeze-bn=STEP).
-    std::int64_t freezeBnStep = -1;
-    std::int64_t evalEvery = 0;      ///< held-out evaluation every N steps; 0 = each epoch
+    /// -1 = half of the steps (freeze-bn=STEP). The default 0 keeps a trained model's
+    /// statistics from the start: re-estimating them from batches of 64 costs accuracy when
+    /// fine-tuning (bench/RESULTS.md).
+    std::int64_t freezeBnStep = 0;
+    std::int64_t evalEvery = 0;      ///< held-out evaluation every N steps; 0 = four times
+                                     ///< an epoch (eval-every=)
     std::int64_t holdout = 2000;     ///< held-out samples (taken from the end of the data)
     bool keepBest = true;            ///< return the best held-out checkpoint, not the last
                                      ///< state (keep-best=)

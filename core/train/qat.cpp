@@ -195,7 +195,7 @@ QuantizedModel snapshot(const QuantizedModel& base, const ir::Graph& trainGraph,
     for (auto& [name, t] : copy.initializers)
         t = t.detach().clone();
     QuantizedModel m = base;
-    m.graph = foldBatchNorm(copy);
+    m.graph = base.scheme.foldBatchNorm ? foldBatchNorm(copy) : copy;
     for (const auto& node : m.graph.nodes) {
         auto it = layers.find(node.name);
         if (it == layers.end())
@@ -437,6 +437,9 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         const std::int64_t batch = std::min(options.batchSize, perEpoch);
         const std::int64_t stepsPerEpoch = (perEpoch + batch - 1) / batch;
         const std::int64_t totalSteps = stepsPerEpoch * options.epochs;
+        const std::int64_t evalEvery =
+            options.evalEvery > 0 ? options.evalEvery
+                                  : std::max<std::int64_t>(1, (stepsPerEpoch + 3) / 4);
         const std::int64_t warmupSteps =
             static_cast<std::int64_t>(std::llround(options.warmup * static_cast<double>(totalSteps)));
         const std::int64_t freezeStep =
@@ -551,8 +554,7 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
                 info.metricName = metricName;
                 info.lossName = summary.lossName;
                 const bool epochEnd = b + 1 == stepsPerEpoch;
-                if ((options.evalEvery > 0 && step % options.evalEvery == 0) ||
-                    (options.evalEvery == 0 && epochEnd) || step == totalSteps) {
+                if (step % evalEvery == 0 || epochEnd || step == totalSteps) {
                     QuantizedModel current = snapshot(base, trainGraph, layers, options);
                     const double metric = evaluate(current);
                     summary.metricCurve.emplace_back(step, metric);
@@ -590,6 +592,7 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         summary.finalLoss = last ? tail / static_cast<double>(last)
                                  : std::numeric_limits<double>::quiet_NaN();
         summary.seconds = secondsSince(started);
+        best.scheme = scheme;
         best.qat = std::move(summary);
         progress.report(1.0, best.qat->cancelled ? "QAT cancelled: best checkpoint kept"
                                                  : "QAT done");
