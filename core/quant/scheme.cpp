@@ -193,6 +193,8 @@ Result<void> applyQatOption(QatOptions& q, const std::string& key, const std::st
             q.lsq = *b;
             if (*b)
                 q.actRange = QatOptions::ActRange::Learned;
+            else if (q.actRange == QatOptions::ActRange::Learned)
+                q.actRange = QatOptions::ActRange::Fixed;
         } else {
             q.distill = *b ? 1 : -1;
         }

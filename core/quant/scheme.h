@@ -54,16 +54,16 @@ struct QatOptions {
         Learned,  ///< scale learned by gradient descent, LSQ (learned; lsq=true sets it)
     };
     int epochs = 1;                  ///< passes over `samples` training samples (epochs=)
-    std::int64_t samples = 12000;    ///< training samples per epoch, drawn anew each epoch;
+    std::int64_t samples = 24000;    ///< training samples per epoch, drawn anew each epoch;
                                      ///< 0 = all (samples=)
     std::int64_t batchSize = 64;     ///< (batch=)
-    double lr = 1e-4;                ///< peak learning rate (lr=)
+    double lr = 3e-4;                ///< peak learning rate (lr=)
     Optimizer optimizer = Optimizer::Adam;  ///< (optimizer=adam|sgd)
     double momentum = 0.9;           ///< SGD momentum (momentum=)
     double warmup = 0.05;            ///< fraction of the steps with a linear warm-up (warmup=),
                                      ///< then cosine decay to 0
-    bool lsq = false;                ///< learnable weight and activation scales (lsq=)
-    ActRange actRange = ActRange::Fixed;  ///< (act-range=fixed|ema|learned)
+    bool lsq = true;                 ///< learnable weight and activation scales (lsq=)
+    ActRange actRange = ActRange::Learned;  ///< (act-range=fixed|ema|learned; lsq sets it)
     double emaMomentum = 0.01;       ///< EMA factor for act-range=ema (ema=)
     /// Loss: 1 = label-free distillation from the float model (KL on logits, MSE on other
     /// outputs; the default: it recovers more on fashion-cnn, see bench/RESULTS.md); -1 =

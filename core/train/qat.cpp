@@ -416,8 +416,12 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         const at::Tensor holdX = train.inputs.slice(0, pool, n);
         const at::Tensor holdY = haveLabels ? train.labels.slice(0, pool, n) : at::Tensor();
         at::Tensor holdRef;  // float outputs, for label-free evaluation
-        const std::string metricName = haveLabels ? "top1" : "output_sqnr_db";
-        if (!haveLabels) {
+        // The checkpoint criterion follows the loss: top-1 with the labels for supervised runs;
+        // for distillation the output SQNR against the float model, which needs no labels and
+        // moves smoothly where top-1 on a small slice is noisy.
+        const bool byTop1 = !distill;
+        const std::string metricName = byTop1 ? "top1" : "output_sqnr_db";
+        if (!byTop1) {
             c10::InferenceMode guard;
             std::vector<at::Tensor> parts;
             for (std::int64_t s = 0; s < holdout; s += 256)
@@ -427,7 +431,7 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         }
         const auto evaluate = [&](const QuantizedModel& m) {
             const at::Tensor out = runQuantized(m, holdX);
-            if (haveLabels)
+            if (byTop1)
                 return out.argmax(1).eq(holdY).to(at::kDouble).mean().item<double>();
             return sqnrDb(holdRef, out);
         };

@@ -38,7 +38,7 @@ struct QatStep {
     double lr = 0.0;                ///< learning rate used for this step
     std::optional<double> metric;   ///< held-out metric, when it was evaluated at this step
     double bestMetric = 0.0;        ///< best held-out metric so far
-    std::string metricName;         ///< "top1" or "output_sqnr_db"
+    std::string metricName;         ///< "top1" (supervised) or "output_sqnr_db" (distillation)
     std::string lossName;           ///< "cross_entropy", "kl_distill" or "mse_distill"
 };
 

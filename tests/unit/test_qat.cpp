@@ -164,7 +164,7 @@ TEST(Qat, BatchNormStatisticsUpdateUntilTheFreezeStepThenStayFrozen)
     const auto graph = convNet(3);
     const auto data = teacherLabelled(graph, 400, 4);
     // A vanishing learning rate isolates the running statistics: the weights stay put.
-    const std::string common = "qat-int8:lr=1e-12,batch=16,keep-best=false,holdout=40,warmup=0";
+    const std::string common = "qat-int8:lr=1e-12,batch=16,keep-best=false,holdout=40,warmup=0,lsq=false";
     auto ptq = quant::prepare(graph, scheme("static-int8"), data.inputs).value();
     const auto folded = [](const quant::QuantizedModel& m) {
         return *m.graph.initializer("conv.bias_folded");
@@ -190,7 +190,7 @@ TEST(Qat, TrainingLowersTheLossAndBeatsPostTrainingQuantization)
     const std::string coarse = ":weight=int4,calib=400";
     auto ptq = quant::prepare(graph, scheme("static-int8" + coarse), data.inputs).value();
     std::vector<double> losses;
-    const auto qat = trainScheme(graph, "qat-int8" + coarse + ",epochs=2,lr=3e-3,batch=32,holdout=400",
+    const auto qat = trainScheme(graph, "qat-int8" + coarse + ",epochs=2,lr=3e-3,batch=32,holdout=400,lsq=false",
                            data, [&](const train::QatStep& s) {
                                if (s.step > 0)
                                    losses.push_back(s.loss);
@@ -209,7 +209,7 @@ TEST(Qat, TrainingLowersTheLossAndBeatsPostTrainingQuantization)
     EXPECT_LT(ptqTop1, 0.92);
     EXPECT_GT(qatTop1, ptqTop1 + 0.02) << "PTQ " << ptqTop1 << ", QAT " << qatTop1;
     EXPECT_EQ(qat.qat->lossName, "kl_distill");
-    EXPECT_EQ(qat.qat->metricName, "top1");
+    EXPECT_EQ(qat.qat->metricName, "output_sqnr_db");
     EXPECT_EQ(qat.foldedBatchNorms, std::vector<std::string>{"conv<-bn"});
 }
 
@@ -251,7 +251,7 @@ TEST(Qat, LabelFreeDistillationWorksWithoutLabels)
     auto ptq = quant::prepare(graph, scheme("static-int8:weight=int4,calib=400"), data.inputs)
                    .value();
     const auto qat = trainScheme(graph, "qat-int8:weight=int4,calib=400,epochs=2,lr=3e-3,batch=32,"
-                                  "holdout=200",
+                                  "holdout=200,lsq=false",
                            data);
     EXPECT_EQ(qat.qat->lossName, "kl_distill");
     EXPECT_EQ(qat.qat->metricName, "output_sqnr_db");
@@ -276,7 +276,7 @@ TEST(Qat, CancelReturnsTheBestCheckpointSoFar)
     CancelToken cancel;
     std::vector<std::pair<std::int64_t, double>> evals;
     const auto qat = trainScheme(graph, "qat-int8:weight=int2,epochs=5,lr=3e-3,batch=32,holdout=200,"
-                                  "eval-every=5",
+                                  "eval-every=5,distill=false,lsq=false",
                            data,
                            [&](const train::QatStep& s) {
                                if (s.metric)
