@@ -257,7 +257,7 @@ Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& 
                                      Progress& progress, const CancelToken& cancel)
 {
     return guarded(session, [&]() -> Result<nlohmann::json> {
-        const std::vector<std::string>& presets = quant::presetNames();
+        const std::vector<std::string>& presets = quant::postTrainingPresetNames();
         std::vector<quant::Scheme> schemes;
         std::int64_t calibSamples = 0;
         bool allSamples = false;  // a QAT preset that trains on all of the data

@@ -91,8 +91,8 @@ private:
 /// Runs `request` on `session`'s model; the result is report.json as `quantize` writes it.
 Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest& request,
                                        Progress& progress, const CancelToken& cancel);
-/// Runs every preset (request.scheme and overrides ignored); {"runs": [report, ...]} as
-/// `compare --schemes all` writes it.
+/// Runs every post-training preset (request.scheme and overrides ignored); {"runs": [report,
+/// ...]} as `compare --schemes all` writes it.
 Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
                                      Progress& progress, const CancelToken& cancel);
 /// Quantizes each layer alone with request.scheme and measures the metric (needs labelled

@@ -23,18 +23,18 @@ namespace {
 QString lossTitle(const std::string& lossName)
 {
     if (lossName == "kl_distill")
-        return QObject::tr("Loss: KL divergence to the float model (nats)");
+        return QObject::tr("KL to float model (nats)");
     if (lossName == "mse_distill")
-        return QObject::tr("Loss: mean squared error to the float model");
-    return QObject::tr("Loss: cross-entropy with the labels (nats)");
+        return QObject::tr("MSE to float model");
+    return QObject::tr("Cross-entropy (nats)");
 }
 
 bool isTop1(const std::string& metricName) { return metricName != "output_sqnr_db"; }
 
 QString metricAxisTitle(const std::string& metricName)
 {
-    return isTop1(metricName) ? QObject::tr("Held-out top-1 accuracy (%)")
-                              : QObject::tr("Held-out output SQNR vs float (dB)");
+    return isTop1(metricName) ? QObject::tr("Top-1 accuracy (%)")
+                              : QObject::tr("Output SQNR vs float (dB)");
 }
 
 } // namespace
@@ -183,15 +183,15 @@ void TrainingView::finish(const QString& message)
     m_status->setText(message);
 }
 
-void TrainingView::setUp(const QString& scheme, std::int64_t steps, const std::string& lossName,
-                         const std::string& metricName)
+void TrainingView::setUp(const QString& /*scheme: the status line names it*/, std::int64_t steps,
+                         const std::string& lossName, const std::string& metricName)
 {
     m_metricName = metricName;
-    m_lossChart->reset(tr("Training loss — %1").arg(scheme), lossTitle(lossName), steps);
+    m_lossChart->reset(tr("Training loss"), lossTitle(lossName), steps);
     m_loss = m_lossChart->addLine(tr("loss per step"), 5);
     m_lossSmooth = m_lossChart->addLine(tr("moving average (20 steps)"), 0);
-    m_metricChart->reset(tr("Held-out metric of the quantized model — %1").arg(scheme),
-                         metricAxisTitle(metricName), steps);
+    m_metricChart->reset(tr("Quantized model on held-out data"), metricAxisTitle(metricName),
+                         steps);
     m_metric = m_metricChart->addLine(
         isTop1(metricName) ? tr("held-out top-1") : tr("held-out output SQNR"), 2);
     m_metric->setPointsVisible(true);

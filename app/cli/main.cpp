@@ -54,7 +54,8 @@ commands:
   quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
                                      quantize, compare layer by layer with float, measure
   compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
-                                     one quantize run per scheme, side by side
+                                     one quantize run per scheme, side by side (all: every
+                                     post-training preset; name qat-* schemes to train them)
   sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
                                      quantize each layer alone; rank layers by metric drop
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
@@ -585,7 +586,7 @@ int cmdCompare(const Args& args)
         return fail(Error::usage("usage: bitlens-cli compare MODEL --schemes S1,S2,...|all "
                                  "[--calib DATA] [--eval DATA] [--report FILE.json]"));
     std::vector<std::string> specs = args.get("--schemes") == "all"
-                                         ? quant::presetNames()
+                                         ? quant::postTrainingPresetNames()
                                          : splitSchemes(args.get("--schemes"));
     std::int64_t calibSamples = 0;
     bool allSamples = false;  // a QAT scheme that trains on all of the data

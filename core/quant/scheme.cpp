@@ -418,6 +418,18 @@ const std::vector<std::string>& presetNames()
     return names;
 }
 
+const std::vector<std::string>& postTrainingPresetNames()
+{
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& name : presetNames())
+            if (name.rfind("qat-", 0) != 0)
+                out.push_back(name);
+        return out;
+    }();
+    return names;
+}
+
 std::int64_t dataSamplesNeeded(const Scheme& scheme)
 {
     if (!scheme.qat)

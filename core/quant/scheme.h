@@ -100,6 +100,9 @@ std::int64_t dataSamplesNeeded(const Scheme& scheme);
 
 /// The preset names, in the order `compare` runs them.
 const std::vector<std::string>& presetNames();
+/// The presets without training (no qat-*): what `compare --schemes all` and the window's
+/// "Compare all schemes" run, so a comparison stays a matter of seconds.
+const std::vector<std::string>& postTrainingPresetNames();
 /// Parses "PRESET[:key=value,...]" or a path to a JSON file ({"preset": ..., "options": {...},
 /// "overrides": {"layer": "float" | "SCHEME"}}). Usage errors name the bad key or value.
 Result<Scheme> parseScheme(const std::string& spec);

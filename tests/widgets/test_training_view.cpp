@@ -86,7 +86,8 @@ private Q_SLOTS:
         QCOMPARE(view.bestSeries()->count(), 1);
         QCOMPARE(view.bestSeries()->at(0), QPointF(50.0, 95.0));
         QVERIFY(view.lossChart()->hasData());
-        QVERIFY(view.lossChart()->chart()->title().contains(QStringLiteral("qat-w4a8")));
+        QCOMPARE(view.lossChart()->chart()->title(), QStringLiteral("Training loss"));
+        QVERIFY(view.statusText().contains(QStringLiteral("qat-w4a8")));
         QVERIFY(axisTitles(view.lossChart()->chart()).contains(QStringLiteral("Optimizer step")));
         QVERIFY(axisTitles(view.lossChart()->chart()).join(' ').contains(QStringLiteral("nats")));
         QVERIFY(axisTitles(view.metricChart()->chart()).join(' ').contains(QStringLiteral("(%)")));
