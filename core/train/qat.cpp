@@ -41,13 +41,16 @@ struct LayerState {
     std::optional<BnLink> bn;
     // Weights: min-max qparams of the current weight every step, or an LSQ scale per block.
     bool learnWeightScale = false;
-    at::Tensor wScale;               ///< [blocks] float32, learnable (LSQ)
+    /// [blocks] float32, learnable (LSQ): the log of the scale, so that one optimizer step
+    /// moves every scale by the same relative amount whatever its size (Adam's steps are
+    /// about lr in parameter units; a scale of 0.002 would otherwise be gone in a few steps).
+    at::Tensor wLogScale;
     at::Tensor wZero;                ///< [blocks] float32, fixed
     std::vector<std::int64_t> scaleShape;  ///< the engine's qparams shape
     // Static activations.
     bool quantAct = false;
     QParams act;                     ///< current qparams (fixed / EMA)
-    at::Tensor actScale;             ///< [1] learnable (LSQ)
+    at::Tensor actLogScale;          ///< [1] learnable (LSQ), log of the scale
     at::Tensor actZero;              ///< [1] float32, fixed
     at::Tensor emaLo;                ///< EMA of the batch minimum / maximum (scalars)
     at::Tensor emaHi;
@@ -118,7 +121,8 @@ public:
             const auto& t = quant::traits(s.config.weightType);
             const double gradFactor =
                 1.0 / std::sqrt(static_cast<double>(rows.size(1)) * static_cast<double>(t.qmax));
-            fq = at::_fake_quantize_learnable_per_channel_affine(rows, s.wScale, s.wZero, 0,
+            fq = at::_fake_quantize_learnable_per_channel_affine(rows, at::exp(s.wLogScale),
+                                                                 s.wZero, 0,
                                                                  t.qmin, t.qmax, gradFactor)
                      .reshape(view.sizes());
         } else {
@@ -144,7 +148,8 @@ public:
             const double perSample = static_cast<double>(x.numel() / std::max<std::int64_t>(
                                                                          1, x.size(0)));
             const double gradFactor = 1.0 / std::sqrt(perSample * static_cast<double>(t.qmax));
-            return at::_fake_quantize_learnable_per_tensor_affine(x, s.actScale, s.actZero,
+            return at::_fake_quantize_learnable_per_tensor_affine(x, at::exp(s.actLogScale),
+                                                                  s.actZero,
                                                                   t.qmin, t.qmax, gradFactor);
         }
         if (m_options.actRange == ActRange::Ema && updateRanges) {
@@ -171,7 +176,7 @@ QParams currentActQParams(const LayerState& s, const QatOptions& options)
     if (options.actRange == ActRange::Learned && isIntegerType(s.config.actType)) {
         const auto& t = quant::traits(s.config.actType);
         QParams qp = s.act;
-        qp.scale = s.actScale.detach().clone().reshape({});
+        qp.scale = at::exp(s.actLogScale.detach()).reshape({});
         qp.zeroPoint = s.actZero.detach().round().clamp(static_cast<double>(t.qmin),
                                                         static_cast<double>(t.qmax))
                            .to(at::kLong)
@@ -208,7 +213,7 @@ QuantizedModel snapshot(const QuantizedModel& base, const ir::Graph& trainGraph,
         if (s.learnWeightScale) {
             const auto& t = quant::traits(s.config.weightType);
             qp = lq.weight;
-            qp.scale = s.wScale.detach().clone().reshape(s.scaleShape);
+            qp.scale = at::exp(s.wLogScale.detach()).reshape(s.scaleShape);
             qp.zeroPoint = s.wZero.detach().round().clamp(static_cast<double>(t.qmin),
                                                           static_cast<double>(t.qmax))
                                .to(at::kLong)
@@ -365,9 +370,9 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
             if (options.lsq && isIntegerType(s.config.weightType) &&
                 blockRows(wView, s.weightGranularity).defined()) {
                 s.learnWeightScale = true;
-                s.wScale = lq.weight.scale.reshape({-1}).clone().requires_grad_(true);
+                s.wLogScale = at::log(lq.weight.scale.reshape({-1})).requires_grad_(true);
                 s.wZero = lq.weight.zeroPoint.reshape({-1}).to(at::kFloat).clone();
-                scaleParams.push_back(s.wScale);
+                scaleParams.push_back(s.wLogScale);
             }
             if (s.config.actMode == ActMode::Static && lq.act) {
                 s.quantAct = true;
@@ -380,9 +385,9 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
                 s.emaLo = at::full({}, (static_cast<double>(t.qmin) - zp) * scale, at::kFloat);
                 s.emaHi = at::full({}, (static_cast<double>(t.qmax) - zp) * scale, at::kFloat);
                 if (options.actRange == ActRange::Learned && isIntegerType(s.config.actType)) {
-                    s.actScale = s.act.scale.reshape({1}).clone().requires_grad_(true);
+                    s.actLogScale = at::log(s.act.scale.reshape({1})).requires_grad_(true);
                     s.actZero = s.act.zeroPoint.reshape({1}).to(at::kFloat).clone();
-                    scaleParams.push_back(s.actScale);
+                    scaleParams.push_back(s.actLogScale);
                 }
             }
             layers.emplace(node.name, std::move(s));
@@ -537,12 +542,6 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
                                                " (NaN/Inf in the data, or lr too high)");
                 loss.backward();
                 std::visit([](auto& o) { o.step(); }, optimizer);
-                {
-                    // A scale must stay positive whatever the step did.
-                    c10::NoGradGuard noGrad;
-                    for (auto& p : scaleParams)
-                        p.clamp_min_(1e-8);
-                }
                 ++step;
                 losses.push_back(lossValue);
                 if (step % thin == 0 || step == totalSteps)

@@ -8,6 +8,7 @@
 #include "train/qat.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
@@ -83,6 +84,14 @@ quant::QuantizedModel trainScheme(const ir::Graph& graph, const std::string& spe
     EXPECT_TRUE(m.ok()) << spec << ": " << (m.ok() ? "" : m.error().userMessage());
     return std::move(m).value();
 }
+
+/// Runs a test's small training loops on one intra-op thread (restored after): with tensors
+/// this small, a second OpenMP thread only adds barriers, and on a busy machine much more.
+struct OneThread {
+    int saved = at::get_num_threads();
+    OneThread() { at::set_num_threads(1); }
+    ~OneThread() { at::set_num_threads(saved); }
+};
 
 } // namespace
 
@@ -161,6 +170,7 @@ TEST(Qat, SgdMatchesTorchOptimSgdWithMomentum)
 
 TEST(Qat, BatchNormStatisticsUpdateUntilTheFreezeStepThenStayFrozen)
 {
+    OneThread oneThread;
     const auto graph = convNet(3);
     const auto data = teacherLabelled(graph, 400, 4);
     // A vanishing learning rate isolates the running statistics: the weights stay put.
@@ -183,6 +193,7 @@ TEST(Qat, BatchNormStatisticsUpdateUntilTheFreezeStepThenStayFrozen)
 
 TEST(Qat, TrainingLowersTheLossAndBeatsPostTrainingQuantization)
 {
+    OneThread oneThread;
     const auto graph = convNet(5);
     const auto data = teacherLabelled(graph, 2400, 6);
     const auto test = teacherLabelled(graph, 1000, 7);
@@ -215,6 +226,7 @@ TEST(Qat, TrainingLowersTheLossAndBeatsPostTrainingQuantization)
 
 TEST(Qat, LsqLearnsScalesAndTheResultIsAnOrdinaryQuantizedModel)
 {
+    OneThread oneThread;
     const auto graph = convNet(8);
     const auto data = teacherLabelled(graph, 1200, 9);
     auto ptq = quant::prepare(graph, scheme("static-w4a8"), data.inputs).value();
@@ -246,6 +258,7 @@ TEST(Qat, LsqLearnsScalesAndTheResultIsAnOrdinaryQuantizedModel)
 
 TEST(Qat, LabelFreeDistillationWorksWithoutLabels)
 {
+    OneThread oneThread;
     const auto graph = convNet(10);
     const auto data = teacherLabelled(graph, 1200, 11, /*withLabels=*/false);
     auto ptq = quant::prepare(graph, scheme("static-int8:weight=int4,calib=400"), data.inputs)
@@ -271,6 +284,7 @@ TEST(Qat, LabelFreeDistillationWorksWithoutLabels)
 
 TEST(Qat, CancelReturnsTheBestCheckpointSoFar)
 {
+    OneThread oneThread;
     const auto graph = convNet(13);
     const auto data = teacherLabelled(graph, 1200, 14);
     CancelToken cancel;
