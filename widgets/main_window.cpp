@@ -2,6 +2,7 @@
 
 #include "hardware_panel.h"
 #include "teaching_view.h"
+#include "training_view.h"
 
 #include "job_progress_widget.h"
 #include "job_runner.h"
@@ -129,6 +130,10 @@ MainWindow::MainWindow(QWidget* parent)
 
     m_reportView->tabs()->addTab(m_teaching, tr("Teach"));
     m_reportView->tabs()->addTab(m_hardware, tr("Hardware"));
+    m_training = new TrainingView;
+    m_reportView->tabs()->addTab(m_training, tr("Training"));
+    connect(m_reportView, &ReportView::reportChanged, m_training,
+            [this] { m_training->setReport(m_reportView->report()); });
 
     m_proxy->setSourceModel(m_layerModel);
     m_proxy->setSortRole(LayerTableModel::SortRole);
@@ -367,13 +372,25 @@ void MainWindow::runQuantization()
     if (!prepareRun(request))
         return;
     const QString scheme = QString::fromStdString(request.scheme);
+    const bool training = isTrainingScheme(request.scheme);
+    if (training) {
+        // QAT: curves live in the Training tab; Cancel stops training and keeps the best.
+        request.onTrainingStep = m_training->begin(scheme);
+        request.stopTraining = m_training->stopToken();
+        showResultTab(QStringLiteral("Training"));
+    }
     m_quantJobs->start(
         tr("Quantizing with %1").arg(scheme),
         [session = m_session, request](Progress& progress, const CancelToken& cancel) {
             return bitlens::widgets::runQuantization(*session, request, progress, cancel);
         },
-        [this, scheme, overrides = request.overrides.size()](Result<nlohmann::json> result) {
+        [this, scheme, training, overrides = request.overrides.size()](
+            Result<nlohmann::json> result) {
             updateQuantState();
+            if (training && !result)
+                m_training->finish(tr("%1: training ended without a result (%2).")
+                                       .arg(scheme, QString::fromStdString(
+                                                        result.error().userMessage())));
             if (!result) {
                 onQuantFailed(result.error(), tr("Quantizing with “%1”").arg(scheme));
                 return;
@@ -460,7 +477,19 @@ void MainWindow::runSensitivity()
     updateQuantState();
 }
 
-void MainWindow::cancelQuantization() { m_quantJobs->cancel(); }
+void MainWindow::cancelQuantization()
+{
+    // During QAT, Cancel first ends training and keeps (and then shows) the best checkpoint;
+    // pressed again, it cancels the analysis too.
+    if (m_training->stopTraining()) {
+        statusBar()->showMessage(tr("Stopping training: the best checkpoint so far is kept"),
+                                 10000);
+        return;
+    }
+    if (m_training->isTraining() || m_quantJobs->isRunning())
+        m_training->finish(tr("Cancelled."));
+    m_quantJobs->cancel();
+}
 
 void MainWindow::onQuantFailed(const Error& error, const QString& what)
 {

@@ -30,6 +30,7 @@ namespace bitlens::widgets {
 class DataSummaryPanel;
 class HardwarePanel;
 class TeachingView;
+class TrainingView;
 class JobProgressWidget;
 class JobRunner;
 class LayerDetailsPanel;
@@ -193,6 +194,7 @@ private:
     ReportView* m_reportView;
     TeachingView* m_teaching;    ///< "Teach" tab: the selected layer's weights on a format grid
     HardwarePanel* m_hardware;   ///< "Hardware" tab: native low-bit formats, measured rates
+    TrainingView* m_training = nullptr;  ///< "Training" tab: live QAT loss and metric curves
     QSplitter* m_mainSplitter = nullptr;
     QSplitter* m_leftSplitter = nullptr;
 

@@ -7,6 +7,7 @@
 #include "io/file_util.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
+#include "train/qat.h"
 #include "zoo/zoo.h"
 
 #include <algorithm>
@@ -155,19 +156,59 @@ Result<quant::Scheme> schemeOf(const std::string& spec,
     return scheme;
 }
 
-/// One scheme on resolved data; reuses and fills the session's float metric.
+TrainingPoint trainingPoint(const train::QatStep& s)
+{
+    TrainingPoint p;
+    p.step = s.step;
+    p.steps = s.steps;
+    p.epoch = s.epoch;
+    p.epochs = s.epochs;
+    p.loss = s.loss;
+    p.lr = s.lr;
+    p.hasMetric = s.metric.has_value();
+    p.metric = s.metric.value_or(0.0);
+    p.bestMetric = s.bestMetric;
+    p.metricName = s.metricName;
+    p.lossName = s.lossName;
+    return p;
+}
+
+/// One scheme on resolved data; reuses and fills the session's float metric. A QAT scheme
+/// trains first: `stopTraining` ends training and keeps the best checkpoint (then analysed);
+/// `cancel` ends the whole job.
 Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
                               const quant::Scheme& scheme, Progress& progress,
-                              const CancelToken& cancel)
+                              const CancelToken& cancel,
+                              const std::function<void(const TrainingPoint&)>& onTrainingStep = {},
+                              const CancelToken& stopTraining = CancelToken())
 {
     QuantSession::State& state = session.state();
     const ir::Graph& graph = session.model()->graph();
+    const bool qat = scheme.qat.has_value();
+    // Training stops on either token; only `cancel` drops the result.
+    const CancelToken trainCancel = qat ? stopTraining : cancel;
+    Progress prepareProgress([&](double fraction, const std::string& stage) {
+        if (cancel.cancelled())
+            trainCancel.cancel();
+        progress.report((qat ? 0.85 : 0.4) * fraction,
+                        (qat ? "training: " : "calibrating: ") + stage);
+    });
+    const train::QatStepCallback onStep = [&](const train::QatStep& s) {
+        if (cancel.cancelled())
+            trainCancel.cancel();
+        if (onTrainingStep)
+            onTrainingStep(trainingPoint(s));
+    };
+    // A re-run on the same calibration data takes every unchanged layer from the last run
+    // (quant::prepare's reuse); trained (QAT) models are never reused or reused from.
     const at::Tensor calib = data.calib ? data.calib->inputs : at::Tensor();
-    Progress prepareProgress = subProgress(progress, 0.0, 0.4, "calibrating: ");
-    const bool sameCalib = state.lastPrepared && state.lastCalib.defined() == calib.defined() &&
+    const bool sameCalib = !qat && state.lastPrepared &&
+                           state.lastCalib.defined() == calib.defined() &&
                            (!calib.defined() || state.lastCalib.is_same(calib));
     const quant::QuantizedModel* reuse = sameCalib ? &*state.lastPrepared : nullptr;
-    auto prepared = quant::prepare(graph, scheme, calib, prepareProgress, cancel, reuse);
+    auto prepared = qat ? train::prepareScheme(graph, scheme, data.calib, prepareProgress,
+                                               trainCancel, onStep)
+                        : quant::prepare(graph, scheme, calib, prepareProgress, cancel, reuse);
     if (!prepared) {
         Error e = prepared.error();
         if (e.path.empty() && e.code == ErrorCode::BadInput && data.calib)
@@ -176,12 +217,16 @@ Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
     }
     if (cancel.cancelled())
         return Error::cancelled();
-    state.lastPrepared = *prepared;
-    state.lastCalib = calib;
+    if (qat) {
+        state.lastPrepared.reset();
+    } else {
+        state.lastPrepared = *prepared;
+        state.lastCalib = calib;
+    }
     const at::Tensor batch = data.eval ? data.eval->inputs : data.calib->inputs;
     if (data.eval && !state.floatMetric)
         ++state.floatEvaluations;
-    Progress analyzeProgress = subProgress(progress, 0.4, 1.0, "analyzing: ");
+    Progress analyzeProgress = subProgress(progress, qat ? 0.85 : 0.4, 1.0, "analyzing: ");
     auto report = analysis::analyze(graph, *prepared, batch, data.eval, analysis::AnalysisOptions(),
                                     data.eval ? state.floatMetric : std::nullopt,
                                     analyzeProgress, cancel);
@@ -217,10 +262,12 @@ Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest
         auto scheme = schemeOf(request.scheme, request.overrides);
         if (!scheme)
             return scheme.error();
-        auto data = resolveData(session, request, scheme->calibSamples, progress, cancel);
+        auto data = resolveData(session, request, quant::dataSamplesNeeded(*scheme), progress,
+                                cancel);
         if (!data)
             return data.error();
-        return runOne(session, *data, *scheme, progress, cancel);
+        return runOne(session, *data, *scheme, progress, cancel, request.onTrainingStep,
+                      request.stopTraining);
     });
 }
 
@@ -228,16 +275,21 @@ Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& 
                                      Progress& progress, const CancelToken& cancel)
 {
     return guarded(session, [&]() -> Result<nlohmann::json> {
-        const std::vector<std::string>& presets = quant::presetNames();
+        const std::vector<std::string>& presets = quant::postTrainingPresetNames();
         std::vector<quant::Scheme> schemes;
         std::int64_t calibSamples = 0;
+        bool allSamples = false;  // a QAT preset that trains on all of the data
         for (const std::string& name : presets) {
             auto scheme = quant::parseScheme(name);
             if (!scheme)
                 return scheme.error();
-            calibSamples = std::max(calibSamples, scheme->calibSamples);
+            const std::int64_t needed = quant::dataSamplesNeeded(*scheme);
+            allSamples = allSamples || needed == 0;
+            calibSamples = std::max(calibSamples, needed);
             schemes.push_back(std::move(scheme).value());
         }
+        if (allSamples)
+            calibSamples = 0;
         auto data = resolveData(session, request, calibSamples, progress, cancel);
         if (!data)
             return data.error();
@@ -262,7 +314,8 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
         auto scheme = schemeOf(request.scheme, request.overrides);
         if (!scheme)
             return scheme.error();
-        auto data = resolveData(session, request, scheme->calibSamples, progress, cancel);
+        auto data = resolveData(session, request, quant::dataSamplesNeeded(*scheme), progress,
+                                cancel);
         if (!data)
             return data.error();
         if (!data->eval)
@@ -271,9 +324,8 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
         QuantSession::State& state = session.state();
         const ir::Graph& graph = session.model()->graph();
         Progress prepareProgress = subProgress(progress, 0.0, 0.2, "calibrating: ");
-        auto prepared = quant::prepare(graph, *scheme,
-                                       data->calib ? data->calib->inputs : at::Tensor(),
-                                       prepareProgress, cancel);
+        auto prepared = train::prepareScheme(graph, *scheme, data->calib, prepareProgress,
+                                             cancel);
         if (!prepared)
             return prepared.error();
         if (!state.floatMetric) {
@@ -298,6 +350,12 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
 }
 
 std::vector<std::string> schemePresets() { return quant::presetNames(); }
+
+bool isTrainingScheme(const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    return scheme && scheme->qat.has_value();
+}
 
 Result<void> checkScheme(const std::string& spec)
 {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,22 @@
 #include <vector>
 
 namespace bitlens::widgets {
+
+/// One step of a quantization-aware training run, as the Training tab plots it (a torch-free
+/// copy of train::QatStep). Step 0 is the calibrated start: a metric and a NaN loss.
+struct TrainingPoint {
+    std::int64_t step = 0;
+    std::int64_t steps = 0;       ///< planned in total
+    int epoch = 0;
+    int epochs = 0;
+    double loss = 0.0;            ///< this step's training loss (NaN at step 0)
+    double lr = 0.0;
+    bool hasMetric = false;       ///< the held-out metric was evaluated at this step
+    double metric = 0.0;          ///< held-out metric (top-1 as a fraction, or SQNR in dB)
+    double bestMetric = 0.0;      ///< best held-out metric so far (the kept checkpoint)
+    std::string metricName;       ///< "top1" or "output_sqnr_db"
+    std::string lossName;         ///< "cross_entropy", "kl_distill" or "mse_distill"
+};
 
 /// What one run quantizes with, and on which data.
 struct QuantRequest {
@@ -29,6 +46,11 @@ struct QuantRequest {
     std::string calibPath;       ///< calibration data (train split); empty: none
     std::string evalPath;        ///< evaluation data (test split, needs labels); empty: none
     std::int64_t evalLimit = 0;  ///< evaluation samples kept (0 = all)
+    /// QAT schemes: called on the worker thread after every training step (may be empty).
+    std::function<void(const TrainingPoint&)> onTrainingStep;
+    /// QAT schemes: stops training at the next step and keeps the best checkpoint, which is
+    /// then analysed and delivered like any run (cancelling the job drops the result instead).
+    CancelToken stopTraining;
 };
 
 /// One open model with what its runs share: the loaded data sets and the float metric, so a
@@ -69,8 +91,8 @@ private:
 /// Runs `request` on `session`'s model; the result is report.json as `quantize` writes it.
 Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest& request,
                                        Progress& progress, const CancelToken& cancel);
-/// Runs every preset (request.scheme and overrides ignored); {"runs": [report, ...]} as
-/// `compare --schemes all` writes it.
+/// Runs every post-training preset (request.scheme and overrides ignored); {"runs": [report,
+/// ...]} as `compare --schemes all` writes it.
 Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
                                      Progress& progress, const CancelToken& cancel);
 /// Quantizes each layer alone with request.scheme and measures the metric (needs labelled
@@ -78,6 +100,8 @@ Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& 
 Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
                                       Progress& progress, const CancelToken& cancel);
 
+/// True when `spec` parses to a quantization-aware training scheme (qat-*).
+bool isTrainingScheme(const std::string& spec);
 /// The scheme presets, in the order `compare` runs them.
 std::vector<std::string> schemePresets();
 /// Checks a scheme string (cheap: parsing only); the error says what is wrong with it.

@@ -366,6 +366,7 @@ void ReportView::setReport(const nlohmann::json& report)
         m_selected = QString::fromStdString(report["layers"].front().value("name", std::string()));
     m_sqnr->setSelectedLayer(m_selected);
     updateHistogram();
+    Q_EMIT reportChanged();
 }
 
 void ReportView::setComparison(const nlohmann::json& comparison)

@@ -99,6 +99,8 @@ public:
     QComboBox* histogramMode() const { return m_histogramMode; }
 
 Q_SIGNALS:
+    /// setReport() showed a report (a run, a history row or an opened file).
+    void reportChanged();
     /// The user picked a layer in a chart.
     void layerSelected(const QString& layer);
     /// "Run sensitivity" was clicked in the Sensitivity tab.

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
+#include "train/qat.h"
 #include "zoo/zoo.h"
 
 #include <ATen/ATen.h>
@@ -56,7 +57,8 @@ commands:
                                      quantize, compare layer by layer with float, measure;
                                      --out also exports (format from the extension)
   compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
-                                     one quantize run per scheme, side by side
+                                     one quantize run per scheme, side by side (all: every
+                                     post-training preset; name qat-* schemes to train them)
   sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
                                      quantize each layer alone; rank layers by metric drop
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
@@ -73,7 +75,10 @@ commands:
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
 presets: dynamic-int8 static-int8 static-w4a8 w4-int4 w4-nf4 w4-fp4 fp8-e4m3 fp8-e5m2
-         llm-int8 smoothquant-int8 fp16 bf16
+         llm-int8 smoothquant-int8 fp16 bf16 qat-int8 qat-w4a8
+qat-* presets fine-tune through fake quantization on the calibration (training) data, then
+report like any scheme: qat-w4a8:epochs=1,samples=12000,lr=1e-4,optimizer=adam|sgd,lsq=true,
+act-range=fixed|ema|learned,distill=true,freeze-bn=STEP,eval-every=N,holdout=N,batch=N
 
 MODEL is a model file (.onnx) or a zoo name (fashion-cnn); a zoo name brings its own data.
 DATA is a folder of IDX files, an IDX images file, an image folder, a .npy or a .npz.
@@ -479,7 +484,8 @@ Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string
         return scheme.error();
     Progress progress = stderrProgress(quiet);
     const at::Tensor calib = in.calib ? in.calib->inputs : at::Tensor();
-    auto prepared = quant::prepare(in.model->graph(), *scheme, calib, progress);
+    auto prepared = train::prepareScheme(in.model->graph(), *scheme,
+                                         in.calib ? &*in.calib : nullptr, progress);
     if (!prepared) {
         Error e = prepared.error();
         if (e.path.empty() && e.code == ErrorCode::BadInput && in.calib)
@@ -525,6 +531,13 @@ void printReport(const analysis::QuantReport& r)
                     l.config.substr(0, 44).c_str(), dbText(l.local.sqnrDb).c_str(),
                     dbText(l.accumulated.sqnrDb).c_str(), formatBytes(l.bytesFloat).c_str(),
                     formatBytes(l.bytesQuantized).c_str());
+    if (r.qat)
+        std::printf("\nqat         %d epoch(s), %lld steps, %s %.4f, held-out %s %.4f -> %.4f "
+                    "(step %lld kept)%s, %.1f s\n",
+                    r.qat->epochs, static_cast<long long>(r.qat->steps), r.qat->lossName.c_str(),
+                    r.qat->finalLoss, r.qat->metricName.c_str(), r.qat->startMetric,
+                    r.qat->bestMetric, static_cast<long long>(r.qat->bestStep),
+                    r.qat->cancelled ? ", cancelled" : "", r.qat->seconds);
     std::printf("\nsize        %s -> %s (%.3f of float)\n", formatBytes(r.sizeFloat).c_str(),
                 formatBytes(r.sizeQuantized).c_str(),
                 static_cast<double>(r.sizeQuantized) / static_cast<double>(r.sizeFloat));
@@ -570,7 +583,7 @@ int cmdQuantize(const Args& args)
             return fail(r.error());
     }
     const std::string spec = args.get("--scheme");
-    auto in = loadQuantInputs(args, false, scheme->calibSamples);
+    auto in = loadQuantInputs(args, false, quant::dataSamplesNeeded(*scheme));
     if (!in)
         return fail(in.error());
     quant::QuantizedModel prepared;
@@ -598,15 +611,20 @@ int cmdCompare(const Args& args)
         return fail(Error::usage("usage: bitlens-cli compare MODEL --schemes S1,S2,...|all "
                                  "[--calib DATA] [--eval DATA] [--report FILE.json]"));
     std::vector<std::string> specs = args.get("--schemes") == "all"
-                                         ? quant::presetNames()
+                                         ? quant::postTrainingPresetNames()
                                          : splitSchemes(args.get("--schemes"));
     std::int64_t calibSamples = 0;
+    bool allSamples = false;  // a QAT scheme that trains on all of the data
     for (const auto& spec : specs) {
         auto s = quant::parseScheme(spec);
         if (!s)
             return fail(s.error());
-        calibSamples = std::max(calibSamples, s->calibSamples);
+        const std::int64_t needed = quant::dataSamplesNeeded(*s);
+        allSamples = allSamples || needed == 0;
+        calibSamples = std::max(calibSamples, needed);
     }
+    if (allSamples)
+        calibSamples = 0;
     auto in = loadQuantInputs(args, false, calibSamples);
     if (!in)
         return fail(in.error());
@@ -653,12 +671,12 @@ int cmdSensitivity(const Args& args)
     if (!scheme)
         return fail(scheme.error());
     const std::string spec = args.get("--scheme");
-    auto in = loadQuantInputs(args, true, scheme->calibSamples);
+    auto in = loadQuantInputs(args, true, quant::dataSamplesNeeded(*scheme));
     if (!in)
         return fail(in.error());
     Progress progress = stderrProgress(args.has("--quiet"));
-    auto prepared = quant::prepare(in->model->graph(), *scheme,
-                                   in->calib ? in->calib->inputs : at::Tensor(), progress);
+    auto prepared = train::prepareScheme(in->model->graph(), *scheme,
+                                         in->calib ? &*in->calib : nullptr, progress);
     if (!prepared)
         return fail(prepared.error());
     auto floatMetric = analysis::evaluateMetric(in->model->graph(), *in->eval, in->device);

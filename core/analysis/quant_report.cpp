@@ -172,6 +172,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
     report.foldedBatchNorms = model.foldedBatchNorms;
     report.calibSamples = model.calibSamples;
     report.reusedLayers = model.reusedLayers;
+    report.qat = model.qat;
     try {
         c10::InferenceMode guard;
         at::Tensor x =

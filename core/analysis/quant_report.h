@@ -90,6 +90,7 @@ struct QuantReport {
     std::vector<std::string> reusedLayers;  ///< layers prepare took unchanged from an earlier run
     std::int64_t analysisSamples = 0;
     double seconds = 0.0;  ///< wall time of prepare + analysis + metric
+    std::optional<quant::QatSummary> qat;  ///< quantization-aware training, when it ran
 };
 
 /// Inputs of an analysis.

@@ -37,6 +37,35 @@ json clipJson(const quant::ClipChoice& c)
             {"candidates", cand}};
 }
 
+json curveJson(const std::vector<std::pair<std::int64_t, double>>& points)
+{
+    json steps = json::array();
+    json values = json::array();
+    for (const auto& [step, value] : points) {
+        steps.push_back(step);
+        values.push_back(number(value));
+    }
+    return {{"step", steps}, {"value", values}};
+}
+
+json qatJson(const quant::QatSummary& q)
+{
+    return {{"epochs", q.epochs},
+            {"steps", q.steps},
+            {"best_step", q.bestStep},
+            {"final_loss", number(q.finalLoss)},
+            {"loss", q.lossName},
+            {"metric", q.metricName},
+            {"start_metric", number(q.startMetric)},
+            {"best_metric", number(q.bestMetric)},
+            {"holdout_samples", q.holdoutSamples},
+            {"train_samples", q.trainSamples},
+            {"seconds", q.seconds},
+            {"cancelled", q.cancelled},
+            {"loss_curve", curveJson(q.lossCurve)},
+            {"metric_curve", curveJson(q.metricCurve)}};
+}
+
 } // namespace
 
 json reportToJson(const analysis::QuantReport& r)
@@ -91,7 +120,7 @@ json reportToJson(const analysis::QuantReport& r)
     const std::string metricName = r.metricFloat     ? r.metricFloat->name
                                    : r.metricQuantized ? r.metricQuantized->name
                                                        : "top1";
-    return {{"bitlens_version", BITLENS_VERSION},
+    json j = {{"bitlens_version", BITLENS_VERSION},
             {"model", {{"path", r.modelPath}, {"format", r.modelFormat}, {"params", r.params}}},
             {"scheme", quant::schemeToJson(r.scheme)},
             {"metric",
@@ -113,6 +142,9 @@ json reportToJson(const analysis::QuantReport& r)
             {"reused_layers", r.reusedLayers},
             {"analysis_samples", r.analysisSamples},
             {"seconds", r.seconds}};
+    if (r.qat)
+        j["qat"] = qatJson(*r.qat);
+    return j;
 }
 
 json sensitivityToJson(const analysis::MetricValue& floatMetric,

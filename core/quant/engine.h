@@ -37,6 +37,24 @@ struct LayerQuant {
     std::int64_t bytesQuantized = 0; ///< weight bytes as stored quantized (codes + scales)
 };
 
+/// What quantization-aware training did (report.json "qat"); absent for post-training schemes.
+struct QatSummary {
+    int epochs = 0;                 ///< epochs run (a cancelled run counts the one it stopped in)
+    std::int64_t steps = 0;         ///< optimizer steps taken
+    std::int64_t bestStep = 0;      ///< step of the checkpoint returned (0 = calibrated start)
+    double finalLoss = 0.0;         ///< mean training loss over the last 20 steps
+    std::string lossName;           ///< "cross_entropy", "kl_distill", "mse_distill"
+    std::string metricName;         ///< held-out metric: "top1" or "output_sqnr_db"
+    double startMetric = 0.0;       ///< held-out metric of the calibrated model before training
+    double bestMetric = 0.0;        ///< held-out metric of the returned checkpoint
+    std::int64_t holdoutSamples = 0;
+    std::int64_t trainSamples = 0;  ///< training pool (data minus the held-out slice)
+    double seconds = 0.0;           ///< wall time of calibration + training + evaluations
+    bool cancelled = false;         ///< stopped by Cancel; the best checkpoint was kept
+    std::vector<std::pair<std::int64_t, double>> lossCurve;    ///< (step, loss), thinned
+    std::vector<std::pair<std::int64_t, double>> metricCurve;  ///< (step, held-out metric)
+};
+
 /// A graph prepared for quantized execution.
 struct QuantizedModel {
     ir::Graph graph;                            ///< what runs (BN folded), float weights
@@ -48,6 +66,7 @@ struct QuantizedModel {
     std::int64_t bytesQuantized = 0;            ///< all weights as the quantized model stores them
     std::int64_t calibSamples = 0;              ///< samples calibration actually used
     std::vector<std::string> reusedLayers;      ///< layers taken unchanged from `reuse`
+    std::optional<QatSummary> qat;              ///< set when the model was trained (QAT)
 };
 
 /// Prepares `floatGraph` for `scheme`. `calibInputs` ([N, ...] float) is needed by static

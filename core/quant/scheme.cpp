@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -33,12 +34,16 @@ Result<Scheme> presetDefaults(const std::string& preset)
     if (preset == "dynamic-int8") {
         c.actMode = ActMode::Dynamic;
         c.actType = QuantType::UInt8;
-    } else if (preset == "static-int8" || preset == "static-w4a8") {
+    } else if (preset == "static-int8" || preset == "static-w4a8" || preset == "qat-int8" ||
+               preset == "qat-w4a8") {
         c.actMode = ActMode::Static;
         c.actType = QuantType::UInt8;
-        if (preset == "static-w4a8")
+        if (preset == "static-w4a8" || preset == "qat-w4a8")
             c.weightType = QuantType::Int4;
         s.foldBatchNorm = true;
+        // QAT: the static recipe, trained through fake quantization (core/train/qat.h).
+        if (preset.rfind("qat-", 0) == 0)
+            s.qat = QatOptions{};
     } else if (preset == "w4-int4") {
         c = weightOnly(QuantType::Int4, 64);
     } else if (preset == "w4-nf4") {
@@ -99,6 +104,107 @@ Result<double> parseNumber(const std::string& key, const std::string& value)
     } catch (const std::exception&) {
     }
     return Error::usage("option " + key + " takes a number, not '" + value + "'");
+}
+
+/// The options of the qat-* presets (QatOptions).
+Result<void> applyQatOption(QatOptions& q, const std::string& key, const std::string& value)
+{
+    const auto wholeNumber = [&](double lo, double hi) -> Result<std::int64_t> {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (*n < lo || *n > hi || *n != static_cast<double>(static_cast<std::int64_t>(*n)))
+            return Error::usage("option " + key + " takes a whole number from " +
+                                std::to_string(static_cast<std::int64_t>(lo)) + " to " +
+                                std::to_string(static_cast<std::int64_t>(hi)) + ", not '" +
+                                value + "'");
+        return static_cast<std::int64_t>(*n);
+    };
+    const auto positive = [&](double hi) -> Result<double> {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (!(*n > 0.0) || *n > hi)
+            return Error::usage("option " + key + " takes a number above 0 and at most " +
+                                std::to_string(hi) + ", not '" + value + "'");
+        return *n;
+    };
+    if (key == "epochs" || key == "samples" || key == "batch" || key == "freeze-bn" ||
+        key == "eval-every" || key == "holdout" || key == "seed") {
+        const double hi = key == "epochs" ? 1000.0 : key == "batch" ? 65536.0 : 1e12;
+        const double lo = key == "epochs" || key == "batch" ? 1.0 : key == "freeze-bn" ? -1.0 : 0.0;
+        auto n = wholeNumber(lo, hi);
+        if (!n)
+            return n.error();
+        if (key == "epochs")
+            q.epochs = static_cast<int>(*n);
+        else if (key == "samples")
+            q.samples = *n;
+        else if (key == "batch")
+            q.batchSize = *n;
+        else if (key == "freeze-bn")
+            q.freezeBnStep = *n;
+        else if (key == "eval-every")
+            q.evalEvery = *n;
+        else if (key == "holdout")
+            q.holdout = *n;
+        else
+            q.seed = static_cast<std::uint64_t>(*n);
+    } else if (key == "lr" || key == "temperature" || key == "ema") {
+        auto n = positive(key == "lr" ? 10.0 : key == "ema" ? 1.0 : 100.0);
+        if (!n)
+            return n.error();
+        (key == "lr" ? q.lr : key == "ema" ? q.emaMomentum : q.temperature) = *n;
+    } else if (key == "momentum" || key == "warmup") {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (*n < 0.0 || *n >= 1.0)
+            return Error::usage("option " + key + " takes a number from 0 to below 1, not '" +
+                                value + "'");
+        (key == "momentum" ? q.momentum : q.warmup) = *n;
+    } else if (key == "optimizer") {
+        if (value == "adam")
+            q.optimizer = QatOptions::Optimizer::Adam;
+        else if (value == "sgd")
+            q.optimizer = QatOptions::Optimizer::Sgd;
+        else
+            return Error::usage("option optimizer takes adam or sgd, not '" + value + "'");
+    } else if (key == "act-range") {
+        if (value == "fixed")
+            q.actRange = QatOptions::ActRange::Fixed;
+        else if (value == "ema")
+            q.actRange = QatOptions::ActRange::Ema;
+        else if (value == "learned")
+            q.actRange = QatOptions::ActRange::Learned;
+        else
+            return Error::usage("option act-range takes fixed, ema or learned, not '" + value +
+                                "'");
+    } else if (key == "keep-best") {
+        auto b = parseBool(key, value);
+        if (!b)
+            return b.error();
+        q.keepBest = *b;
+    } else if (key == "lsq" || key == "distill") {
+        auto b = parseBool(key, value);
+        if (!b)
+            return b.error();
+        if (key == "lsq") {
+            q.lsq = *b;
+            if (*b)
+                q.actRange = QatOptions::ActRange::Learned;
+            else if (q.actRange == QatOptions::ActRange::Learned)
+                q.actRange = QatOptions::ActRange::Fixed;
+        } else {
+            q.distill = *b ? 1 : -1;
+        }
+    } else {
+        return Error::usage("unknown option '" + key + "' (options: observer, per, group, sym, "
+                            "weight, act, calib, epochs, samples, batch, lr, optimizer, momentum, "
+                            "warmup, lsq, act-range, ema, distill, temperature, freeze-bn, "
+                            "eval-every, holdout, keep-best, seed)");
+    }
+    return {};
 }
 
 Result<void> applyOption(Scheme& s, const std::string& key, const std::string& value)
@@ -165,6 +271,8 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
                 return Error::usage("option calib takes a positive sample count");
             s.calibSamples = static_cast<std::int64_t>(*n);
         }
+    } else if (s.qat) {
+        return applyQatOption(*s.qat, key, value);
     } else {
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
@@ -306,8 +414,30 @@ const std::vector<std::string>& presetNames()
     static const std::vector<std::string> names{
         "dynamic-int8", "static-int8", "static-w4a8", "w4-int4",          "w4-nf4",
         "w4-fp4",       "fp8-e4m3",    "fp8-e5m2",    "llm-int8",         "smoothquant-int8",
-        "fp16",         "bf16"};
+        "fp16",         "bf16",        "qat-int8",    "qat-w4a8"};
     return names;
+}
+
+const std::vector<std::string>& postTrainingPresetNames()
+{
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& name : presetNames())
+            if (name.rfind("qat-", 0) != 0)
+                out.push_back(name);
+        return out;
+    }();
+    return names;
+}
+
+std::int64_t dataSamplesNeeded(const Scheme& scheme)
+{
+    if (!scheme.qat)
+        return scheme.calibSamples;
+    const QatOptions& q = *scheme.qat;
+    if (q.samples == 0)
+        return 0;
+    return std::max(scheme.calibSamples, q.samples * q.epochs + q.holdout);
 }
 
 Result<Scheme> parseScheme(const std::string& spec)
@@ -331,6 +461,26 @@ nlohmann::json schemeToJson(const Scheme& scheme)
               {"fold_batchnorm", scheme.foldBatchNorm}};
     if (scheme.config.actMode == ActMode::Static)
         j["calib_samples"] = scheme.calibSamples;
+    if (scheme.qat) {
+        const QatOptions& q = *scheme.qat;
+        const char* range[] = {"fixed", "ema", "learned"};
+        j["qat"] = {{"epochs", q.epochs},
+                    {"samples", q.samples},
+                    {"batch", q.batchSize},
+                    {"lr", q.lr},
+                    {"optimizer", q.optimizer == QatOptions::Optimizer::Adam ? "adam" : "sgd"},
+                    {"momentum", q.momentum},
+                    {"warmup", q.warmup},
+                    {"lsq", q.lsq},
+                    {"act_range", range[static_cast<int>(q.actRange)]},
+                    {"distill", q.distill == 0 ? json("auto") : json(q.distill > 0)},
+                    {"temperature", q.temperature},
+                    {"freeze_bn_step", q.freezeBnStep},
+                    {"eval_every", q.evalEvery},
+                    {"holdout", q.holdout},
+                    {"keep_best", q.keepBest},
+                    {"seed", q.seed}};
+    }
     json overrides = json::object();
     for (const auto& [layer, config] : scheme.overrides)
         overrides[layer] = config ? configToJson(*config) : json("float");

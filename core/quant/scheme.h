@@ -46,6 +46,45 @@ struct LayerConfig {
     bool operator==(const LayerConfig&) const = default;
 };
 
+/// Quantization-aware training settings of the qat-* presets (core/train/qat.h runs them).
+/// Every field is a scheme option, spelled as in the comment.
+struct QatOptions {
+    enum class Optimizer { Adam, Sgd };
+    enum class ActRange {
+        Fixed,    ///< calibrated once by the observer, then kept (act-range=fixed)
+        Ema,      ///< moving-average min/max of the fake-quantized model's inputs (ema)
+        Learned,  ///< scale learned by gradient descent, LSQ (learned; lsq=true sets it)
+    };
+    int epochs = 1;                  ///< passes over `samples` training samples (epochs=)
+    std::int64_t samples = 24000;    ///< training samples per epoch, drawn anew each epoch;
+                                     ///< 0 = all (samples=)
+    std::int64_t batchSize = 64;     ///< (batch=)
+    double lr = 3e-4;                ///< peak learning rate (lr=)
+    Optimizer optimizer = Optimizer::Adam;  ///< (optimizer=adam|sgd)
+    double momentum = 0.9;           ///< SGD momentum (momentum=)
+    double warmup = 0.05;            ///< fraction of the steps with a linear warm-up (warmup=),
+                                     ///< then cosine decay to 0
+    bool lsq = true;                 ///< learnable weight and activation scales (lsq=)
+    ActRange actRange = ActRange::Learned;  ///< (act-range=fixed|ema|learned; lsq sets it)
+    double emaMomentum = 0.01;       ///< EMA factor for act-range=ema (ema=)
+    /// Loss: 1 = label-free distillation from the float model (KL on logits, MSE on other
+    /// outputs; the default: it recovers more on fashion-cnn, see bench/RESULTS.md); -1 =
+    /// cross-entropy with the data's labels (distill=false); 0 = labels when the data has them.
+    int distill = 1;                 ///< (distill=true|false)
+    double temperature = 1.0;        ///< distillation temperature (temperature=)
+    /// Step after which BatchNorm statistics stop updating (folded with frozen running stats);
+    /// -1 = half of the steps (freeze-bn=STEP). The default 0 keeps a trained model's
+    /// statistics from the start: re-estimating them from batches of 64 costs accuracy when
+    /// fine-tuning (bench/RESULTS.md).
+    std::int64_t freezeBnStep = 0;
+    std::int64_t evalEvery = 0;      ///< held-out evaluation every N steps; 0 = four times
+                                     ///< an epoch (eval-every=)
+    std::int64_t holdout = 2000;     ///< held-out samples (taken from the end of the data)
+    bool keepBest = true;            ///< return the best held-out checkpoint, not the last
+                                     ///< state (keep-best=)
+    std::uint64_t seed = 1;          ///< sample order (seed=)
+};
+
 /// A parsed scheme: a preset with its options applied.
 struct Scheme {
     std::string preset;         ///< "static-int8", ...
@@ -54,10 +93,18 @@ struct Scheme {
     bool foldBatchNorm = false; ///< fold BatchNorm into the preceding Conv first (static schemes)
     std::int64_t calibSamples = 1000;  ///< calibration samples used (static schemes)
     std::map<std::string, std::optional<LayerConfig>> overrides;  ///< layer -> config; nullopt = float
+    std::optional<QatOptions> qat;     ///< set by the qat-* presets: train, then quantize
 };
+
+/// Training samples a scheme reads from the calibration data: calibSamples, or for QAT
+/// schemes the samples per epoch plus the held-out slice; 0 = all of them.
+std::int64_t dataSamplesNeeded(const Scheme& scheme);
 
 /// The preset names, in the order `compare` runs them.
 const std::vector<std::string>& presetNames();
+/// The presets without training (no qat-*): what `compare --schemes all` and the window's
+/// "Compare all schemes" run, so a comparison stays a matter of seconds.
+const std::vector<std::string>& postTrainingPresetNames();
 /// Parses "PRESET[:key=value,...]" or a path to a JSON file ({"preset": ..., "options": {...},
 /// "overrides": {"layer": "float" | "SCHEME"}}). Usage errors name the bad key or value.
 Result<Scheme> parseScheme(const std::string& spec);

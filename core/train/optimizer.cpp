@@ -43,4 +43,37 @@ void Adam::zeroGrad()
     }
 }
 
+Sgd::Sgd(std::vector<at::Tensor> params, double lr, double momentum)
+    : m_params(std::move(params)), m_buf(m_params.size()), m_lr(lr), m_momentum(momentum)
+{
+}
+
+void Sgd::step()
+{
+    c10::NoGradGuard noGrad;
+    for (std::size_t i = 0; i < m_params.size(); ++i) {
+        const at::Tensor grad = m_params[i].grad();
+        if (!grad.defined())
+            continue;
+        if (m_momentum == 0.0) {
+            m_params[i].add_(grad, -m_lr);
+            continue;
+        }
+        if (!m_buf[i].defined())
+            m_buf[i] = grad.clone();
+        else
+            m_buf[i].mul_(m_momentum).add_(grad);
+        m_params[i].add_(m_buf[i], -m_lr);
+    }
+}
+
+void Sgd::zeroGrad()
+{
+    for (auto& p : m_params) {
+        at::Tensor grad = p.mutable_grad();
+        if (grad.defined())
+            grad.zero_();
+    }
+}
+
 } // namespace bitlens::train

@@ -31,4 +31,24 @@ private:
     long m_step = 0;
 };
 
+/// SGD with momentum, as torch.optim.SGD (dampening 0, no Nesterov, weight_decay 0):
+/// buf = momentum * buf + grad (buf = grad on the first step), param -= lr * buf.
+class Sgd {
+public:
+    /// `params` must be leaf tensors with requires_grad set.
+    explicit Sgd(std::vector<at::Tensor> params, double lr = 1e-2, double momentum = 0.9);
+    /// Applies one update from the gradients in param.grad(); parameters without one are skipped.
+    void step();
+    /// Clears the gradients of all parameters.
+    void zeroGrad();
+    void setLearningRate(double lr) { m_lr = lr; }
+    double learningRate() const { return m_lr; }
+
+private:
+    std::vector<at::Tensor> m_params;
+    std::vector<at::Tensor> m_buf;  ///< momentum buffers, undefined until the first step
+    double m_lr;
+    double m_momentum;
+};
+
 } // namespace bitlens::train
