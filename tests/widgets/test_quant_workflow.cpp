@@ -101,6 +101,17 @@ private:
     QString m_data;
 };
 
+/// Milliseconds this thread has spent runnable but waiting for a CPU (schedstat's run_delay);
+/// 0 where the kernel does not report it.
+qint64 runQueueDelayMs()
+{
+    QFile file(QStringLiteral("/proc/thread-self/schedstat"));
+    if (!file.open(QIODevice::ReadOnly))
+        return 0;
+    const QList<QByteArray> fields = file.readAll().simplified().split(' ');
+    return fields.size() >= 2 ? fields[1].toLongLong() / 1000000 : 0;
+}
+
 void TestQuantWorkflow::initTestCase()
 {
     QStandardPaths::setTestModeEnabled(true);
@@ -313,19 +324,27 @@ void TestQuantWorkflow::eventLoopStaysResponsive()
 {
     // A responsiveness check of the GUI thread, not a timing of the computation: a 10 ms timer
     // must keep firing while the worker quantizes and analyzes, so no gap may exceed 100 ms.
+    // On a shared, loaded machine the kernel may keep the GUI thread waiting for a core: the
+    // time it spent runnable but not running (its run-queue delay, /proc schedstat) is not time
+    // our code blocked the event loop, so it is taken out of each gap.
     auto window = openWindow();
     QVERIFY(window);
     window->quantPanel()->setEvaluateAll(true);
     QElapsedTimer clock;
     qint64 last = 0;
+    qint64 lastDelay = runQueueDelayMs();
     qint64 largestGap = 0;
+    qint64 largestWallGap = 0;
     int ticks = 0;
     QTimer probe;
     probe.setInterval(10);
     connect(&probe, &QTimer::timeout, this, [&] {
         const qint64 now = clock.elapsed();
-        largestGap = std::max(largestGap, now - last);
+        const qint64 delay = runQueueDelayMs();
+        largestWallGap = std::max(largestWallGap, now - last);
+        largestGap = std::max(largestGap, (now - last) - std::max<qint64>(0, delay - lastDelay));
         last = now;
+        lastDelay = delay;
         ++ticks;
     });
     QSignalSpy shown(window.get(), &MainWindow::reportShown);
@@ -335,8 +354,10 @@ void TestQuantWorkflow::eventLoopStaysResponsive()
     QVERIFY(shown.wait(30000));
     QTest::qWait(30);  // the report's delivery (table, charts) is inside the measured time
     probe.stop();
-    qInfo("run took %lld ms, %d ticks, largest gap %lld ms", static_cast<long long>(last), ticks,
-          static_cast<long long>(largestGap));
+    qInfo("run took %lld ms, %d ticks, largest gap %lld ms (%lld ms wall, run-queue waits "
+          "included)",
+          static_cast<long long>(last), ticks, static_cast<long long>(largestGap),
+          static_cast<long long>(largestWallGap));
     QVERIFY(ticks >= 3);
     QVERIFY2(largestGap < 100, qPrintable(QStringLiteral("largest gap %1 ms").arg(largestGap)));
 }
