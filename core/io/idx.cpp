@@ -118,7 +118,8 @@ Result<at::Tensor> parseIdx(std::vector<std::uint8_t>& bytes, const std::string&
         // Copy into aligned memory first: the data starts at 4 + 4 * dims, not always aligned.
         raw = at::empty(shape, at::TensorOptions().dtype(type->type));
         auto* dst = static_cast<std::uint8_t*>(raw.data_ptr());
-        std::memcpy(dst, data, static_cast<std::size_t>(dataBytes));
+        if (dataBytes > 0)  // an empty tensor's data pointer may be null
+            std::memcpy(dst, data, static_cast<std::size_t>(dataBytes));
         if constexpr (std::endian::native == std::endian::little)
             for (std::uint64_t i = 0; i < count; ++i)
                 std::reverse(dst + i * type->itemSize, dst + (i + 1) * type->itemSize);

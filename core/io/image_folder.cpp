@@ -11,6 +11,7 @@
 #include <cctype>
 #include <climits>
 #include <filesystem>
+#include <memory>
 #include <new>
 
 #if __has_include(<stb/stb_image.h>)
@@ -63,6 +64,49 @@ std::string stbReason()
 {
     const char* reason = stbi_failure_reason();
     return reason ? reason : "unknown error";
+}
+
+/// Checks what stb_image 2.27 (Debian's libstb, 2022) trusts in a JPEG: a Huffman table
+/// (DHT) whose 16 code counts add up to more than 256 makes it write past its 257-entry size
+/// and 256-entry value arrays (found by fuzz_image; stb 2.28 checks it). Walks every marker
+/// segment, entropy-coded data skipped; an empty string when nothing is wrong.
+std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
+{
+    if (b.size() < 2 || b[0] != 0xFF || b[1] != 0xD8)
+        return {};  // not a JPEG
+    std::size_t pos = 2;
+    while (pos + 4 <= b.size()) {
+        if (b[pos] != 0xFF) {  // entropy-coded data between markers
+            ++pos;
+            continue;
+        }
+        const std::uint8_t marker = b[pos + 1];
+        // Fill bytes, stuffed zeros, restart markers, TEM and SOI carry no length.
+        if (marker == 0xFF || marker == 0x00 || marker == 0x01 || marker == 0xD8 ||
+            (marker >= 0xD0 && marker <= 0xD7)) {
+            pos += marker == 0xFF ? 1 : 2;
+            continue;
+        }
+        if (marker == 0xD9)  // EOI
+            break;
+        const std::size_t length = (static_cast<std::size_t>(b[pos + 2]) << 8) | b[pos + 3];
+        if (length < 2)
+            break;  // stb refuses this segment itself
+        const std::size_t end = std::min(b.size(), pos + 2 + length);
+        if (marker == 0xC4) {  // DHT: tables of [class/id, 16 counts, values]
+            for (std::size_t t = pos + 4; t + 17 <= end;) {
+                std::size_t values = 0;
+                for (std::size_t i = 1; i <= 16; ++i)
+                    values += b[t + i];
+                if (values > 256)
+                    return "Huffman table of " + std::to_string(values) +
+                           " codes (at most 256; corrupt JPEG)";
+                t += 17 + values;
+            }
+        }
+        pos += 2 + length;
+    }
+    return {};
 }
 
 Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progress& progress,
@@ -125,6 +169,8 @@ Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progre
         if (bytes->size() > static_cast<std::size_t>(INT_MAX))
             return Error::badInput(file, "image file is larger than 2 GiB");
         const int len = static_cast<int>(bytes->size());
+        if (const std::string problem = jpegHuffmanProblem(*bytes); !problem.empty())
+            return Error::badInput(file, "cannot read image: " + problem);
         int w = 0;
         int h = 0;
         int comp = 0;
@@ -144,25 +190,29 @@ Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progre
                 return Error::badInput(file, "image is " + sizeText(w, h) + " pixels: " +
                                                  std::to_string(n) + " such images need more " +
                                                  "than 64 GiB");
-            inputs = at::empty({n, channelCount, h, w}, at::TensorOptions().dtype(at::kFloat));
-            dst = inputs.data_ptr<float>();
         } else if (w != width || h != height) {
             return Error::badInput(file, "image is " + sizeText(w, h) + " pixels but " +
                                              files[0].string() + " is " +
                                              sizeText(width, height) +
                                              "; all images must share one size");
         }
-        stbi_uc* pixels =
-            stbi_load_from_memory(bytes->data(), len, &w, &h, &comp, channelCount);
+        const std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+            stbi_load_from_memory(bytes->data(), len, &w, &h, &comp, channelCount),
+            stbi_image_free);
         if (!pixels)
             return Error::badInput(file, "cannot decode image: " + stbReason());
+        if (i == 0) {
+            // Allocated only once the first image decoded: a header that claims 100000 x 100000
+            // pixels in a few bytes is refused by the decoder before 40 GB are asked for.
+            inputs = at::empty({n, channelCount, h, w}, at::TensorOptions().dtype(at::kFloat));
+            dst = inputs.data_ptr<float>();
+        }
         // Interleaved HWC bytes -> planar CHW floats in [0, 1], as torchvision's ToTensor.
         float* sample = dst + i * channelCount * planeSize;
         for (std::int64_t p = 0; p < planeSize; ++p)
             for (int c = 0; c < channelCount; ++c)
-                sample[c * planeSize + p] = static_cast<float>(pixels[p * channelCount + c]) /
-                                            255.0f;
-        stbi_image_free(pixels);
+                sample[c * planeSize + p] =
+                    static_cast<float>(pixels.get()[p * channelCount + c]) / 255.0f;
         progress.report(static_cast<double>(i + 1) / static_cast<double>(n), "reading images");
     }
     dataset.inputs = inputs;

@@ -224,9 +224,13 @@ private:
             const std::size_t start = m_pos;
             std::uint64_t value = 0;
             while (m_pos < m_text.size() && m_text[m_pos] >= '0' && m_text[m_pos] <= '9') {
-                value = value * 10 + static_cast<std::uint64_t>(m_text[m_pos] - '0');
-                if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                // Checked before it grows: 2^64 would wrap to 0 and read as an empty dimension.
+                const auto digit = static_cast<std::uint64_t>(m_text[m_pos] - '0');
+                constexpr auto kMax =
+                    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+                if (value > (kMax - digit) / 10)
                     return fail("dimension is too large");
+                value = value * 10 + digit;
                 ++m_pos;
             }
             if (m_pos == start)

@@ -830,6 +830,8 @@ Result<DecodedTensor> OnnxReader::decodeTensor(pb::Reader& reader,
                         out.offset);
     }
     out.tensor = at::empty(dims, options);
+    if (count == 0)
+        return out;  // nothing to copy (and an empty tensor's data pointer may be null)
     auto* dst = static_cast<std::uint8_t*>(out.tensor.data_ptr());
     switch (*dtype) {
     case ir::DType::Float32:

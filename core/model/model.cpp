@@ -86,6 +86,25 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
     for (const auto& out : graph.outputs)
         summary.outputs.push_back({out.name, std::string(ir::dtypeName(out.dtype)), out.shape});
 
+    // Shapes come from a traced run on one sample of zeros, allocated from the declared input
+    // shapes: refuse a sample too large for that before allocating it (a file of 100 bytes can
+    // declare an input of [1, 100000, 100000] floats; zero-filling 40 GB gets the process killed).
+    constexpr std::int64_t kMaxTraceElements = std::int64_t{1} << 28;  // 1 GiB of float32
+    for (const auto& in : graph.inputs) {
+        std::int64_t elements = 1;
+        for (const std::int64_t d : in.shape) {
+            const std::int64_t dim = d < 0 ? 1 : d;  // dynamic dimensions trace as 1
+            if (dim != 0 && elements > kMaxTraceElements / dim) {
+                elements = kMaxTraceElements + 1;
+                break;
+            }
+            elements *= dim;
+        }
+        if (elements > kMaxTraceElements)
+            return Error::badInput(path, "input '" + in.name + "' declares shape " +
+                                             formatShape(in.shape) +
+                                             ": one sample would hold more than 2^28 elements");
+    }
     auto shapes = exec::inferShapes(graph);
     if (!shapes) {
         Error e = shapes.error();

@@ -94,6 +94,16 @@ at::Tensor doubleQuantizeScales(const at::Tensor& scale)
 Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight,
                                   const LayerConfig& config, const at::Tensor& smooth)
 {
+    // NaN or Inf in a weight would become a NaN (or an infinite) scale and quantize the whole
+    // block to garbage without a word: refuse, naming the layer and the first bad element.
+    if (const at::Tensor bad = at::isfinite(weight).logical_not(); bad.any().item<bool>()) {
+        const std::int64_t first = bad.reshape({-1}).nonzero()[0][0].item<std::int64_t>();
+        const bool nan = at::isnan(weight.reshape({-1})[first]).item<bool>();
+        return Error::badInput({}, "weight of layer '" + node.name + "' holds " +
+                                       (nan ? "NaN" : "Inf") + " (element " +
+                                       std::to_string(first) + " of " +
+                                       std::to_string(weight.numel()) + ")");
+    }
     LayerQuant lq;
     lq.layer = node.name;
     lq.config = config;

@@ -1,13 +1,9 @@
-// libFuzzer target for the ONNX reader (not built by default). The reader must turn any bytes
+// libFuzzer target for the ONNX reader (readOnnx on bytes). The reader must turn any bytes
 // into a graph that validates or an Error naming the file; it must never crash, throw, or
 // allocate more than the input justifies. Accepted graphs are written and read back, and the
 // second read must succeed.
 //
-// Build by hand with clang against an ASan/UBSan core (BITLENS_SANITIZE=ON, CXX=clang++):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I core \
-//     -isystem $TORCH/include tests/fuzz/fuzz_onnx.cpp build-asan/lib/libbitlens_core.a \
-//     -Wl,--no-as-needed $TORCH/lib/libtorch_cpu.so $TORCH/lib/libc10.so -lz -o fuzz_onnx
-//   ./fuzz_onnx -max_len=65536 tests/data/onnx   # the golden model seeds the corpus
+// Built with -DBITLENS_FUZZ=ON (see tests/fuzz/README.md); scripts/fuzz runs it.
 
 #include "io/onnx.h"
 
