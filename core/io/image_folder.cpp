@@ -92,12 +92,14 @@ std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
         const std::size_t length = (static_cast<std::size_t>(b[pos + 2]) << 8) | b[pos + 3];
         if (length < 2)
             break;  // stb refuses this segment itself
-        const std::size_t end = std::min(b.size(), pos + 2 + length);
         if (marker == 0xC4) {  // DHT: tables of [class/id, 16 counts, values]
-            for (std::size_t t = pos + 4; t + 17 <= end;) {
+            // As stb reads it: tables until the segment length is used up, bytes past the end
+            // of the file reading as 0 (so a table cut short by the end still counts).
+            const std::size_t end = std::min(b.size(), pos + 2 + length);
+            for (std::size_t t = pos + 4; t < end;) {
                 std::size_t values = 0;
                 for (std::size_t i = 1; i <= 16; ++i)
-                    values += b[t + i];
+                    values += t + i < b.size() ? b[t + i] : 0;
                 if (values > 256)
                     return "Huffman table of " + std::to_string(values) +
                            " codes (at most 256; corrupt JPEG)";
