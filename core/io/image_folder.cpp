@@ -72,9 +72,13 @@ std::string stbReason()
 /// segment, entropy-coded data skipped; an empty string when nothing is wrong.
 std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
 {
-    if (b.size() < 2 || b[0] != 0xFF || b[1] != 0xD8)
+    // A JPEG for stb: fill bytes (0xFF) and then SOI (0xD8), as its marker reader skips them.
+    std::size_t pos = 0;
+    while (pos < b.size() && b[pos] == 0xFF)
+        ++pos;
+    if (pos == 0 || pos >= b.size() || b[pos] != 0xD8)
         return {};  // not a JPEG
-    std::size_t pos = 2;
+    ++pos;
     while (pos + 4 <= b.size()) {
         if (b[pos] != 0xFF) {  // entropy-coded data between markers
             ++pos;

@@ -1112,6 +1112,10 @@ std::vector<CorruptFile> imageDefects()
         }
     out.push_back(make(Defect::CountPastEnd, "JPEG Huffman table of 272 codes", dht, jpg,
                        ErrorCode::BadInput, "Huffman table of 272 codes"));
+    Bytes filled(8, 0xFF);  // fill bytes before SOI: stb still reads it as a JPEG
+    append(filled, dht);
+    out.push_back(make(Defect::CountPastEnd, "the same after 8 fill bytes", filled, jpg,
+                       ErrorCode::BadInput, "Huffman table of 272 codes"));
     for (std::size_t i = 0; i + 5 < jpeg.size(); ++i)
         if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xC4) {
             // The counts run into the end of the file: 1 + 0xFF + 0xD9 (EOI) = 473 codes.
