@@ -268,6 +268,12 @@ void MainWindow::createMenus()
         file->addAction(tr("&Save Report…"), this, &MainWindow::chooseSaveReport);
     saveReportAction->setShortcut(QKeySequence::Save);
     saveReportAction->setObjectName(QStringLiteral("actionSaveReport"));
+    file->addAction(tr("Open Pro&ject…"), this, &MainWindow::chooseProject)
+        ->setObjectName(QStringLiteral("actionOpenProject"));
+    QAction* saveProjectAction =
+        file->addAction(tr("Save Projec&t…"), this, &MainWindow::chooseSaveProject);
+    saveProjectAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
+    saveProjectAction->setObjectName(QStringLiteral("actionSaveProject"));
 
     file->addSeparator();
     m_recentMenu = file->addMenu(tr("&Recent Files"));
@@ -675,6 +681,85 @@ bool MainWindow::saveReport(const QString& path)
     return true;
 }
 
+bool MainWindow::saveProject(const QString& path)
+{
+    project::Project p;
+    if (m_model)
+        p.modelPath = !m_model->zooName.empty() ? m_model->zooName : m_model->model->path();
+    if (m_data)
+        p.dataPaths = {m_data->path};
+    p.scheme = m_quantPanel->schemeText().toStdString();
+    for (auto it = m_overrides.begin(); it != m_overrides.end(); ++it)
+        p.overrides[it.key().toStdString()] = it.value().toStdString();
+    const HistoryModel* history = m_reportView->historyModel();
+    for (int row = 0; row < history->rowCount(); ++row) {
+        const HistoryRun& run = history->run(row);
+        p.runs.push_back({run.report, run.scheme.toStdString(),
+                          run.time.toString(Qt::ISODate).toStdString(),
+                          run.modelPath.toStdString()});
+    }
+    if (auto written = project::saveProject(p, path.toStdString()); !written) {
+        showError(tr("Could not save project “%1”: %2").arg(path, reasonText(written.error())));
+        return false;
+    }
+    statusBar()->showMessage(tr("Saved project %1").arg(path), 5000);
+    return true;
+}
+
+bool MainWindow::openProject(const QString& path)
+{
+    auto loaded = project::loadProject(path.toStdString());
+    if (!loaded) {
+        showError(failureMessage(tr("project"), path, loaded.error()));
+        return false;
+    }
+    if (loaded->modelPath.empty()) {
+        applyProject(std::move(loaded.value()));
+        return true;
+    }
+    // The rest needs the model on screen: it is restored when this model has opened.
+    const QString model = QString::fromStdString(loaded->modelPath);
+    m_pendingProject.emplace(model, std::move(loaded.value()));
+    openModel(model);
+    return true;
+}
+
+void MainWindow::applyProject(project::Project p)
+{
+    if (!p.scheme.empty())
+        m_quantPanel->setSchemeText(QString::fromStdString(p.scheme));
+    for (const auto& [layer, scheme] : p.overrides)
+        setLayerOverride(QString::fromStdString(layer), QString::fromStdString(scheme));
+    for (project::ProjectRun& run : p.runs)
+        m_reportView->addRun({std::move(run.report), QString::fromStdString(run.scheme),
+                              QDateTime::fromString(QString::fromStdString(run.time), Qt::ISODate),
+                              QString::fromStdString(run.modelPath)});
+    if (!p.runs.empty()) {
+        showHistoryRun(m_reportView->historyModel()->rowCount() - 1);
+        Q_EMIT reportShown();
+    }
+    if (!p.dataPaths.empty())
+        openData(QString::fromStdString(p.dataPaths.front()));
+    Q_EMIT projectLoaded();
+}
+
+void MainWindow::chooseProject()
+{
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open Project"), QDir::homePath(), tr("BitLens projects (*.bitlens);;All files (*)"));
+    if (!path.isEmpty())
+        openProject(path);
+}
+
+void MainWindow::chooseSaveProject()
+{
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save Project"), QDir::home().filePath(QStringLiteral("session.bitlens")),
+        tr("BitLens projects (*.bitlens)"));
+    if (!path.isEmpty())
+        saveProject(path);
+}
+
 void MainWindow::chooseReport()
 {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open Report"), QDir::homePath(),
@@ -758,6 +843,10 @@ void MainWindow::openData(const QString& path)
 
 void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> result)
 {
+    std::optional<project::Project> project;
+    if (m_pendingProject && m_pendingProject->first == request)
+        project = std::move(m_pendingProject->second);
+    m_pendingProject.reset();
     if (!result) {
         if (result.error().code == ErrorCode::Cancelled)
             statusBar()->showMessage(tr("Cancelled opening %1").arg(request), 5000);
@@ -799,6 +888,8 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
                                  .arg(summary.layers.size()),
                              5000);
     Q_EMIT modelLoaded();
+    if (project)
+        applyProject(std::move(*project));
 }
 
 void MainWindow::onDataOpened(const QString& path, Result<DataInfo> result)

@@ -8,6 +8,7 @@
 // never replaces what is on screen.
 
 #include "model_loader.h"
+#include "project/project.h"
 #include "recent_files.h"
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,13 @@ public:
     bool showHistoryRun(int row);
     /// Writes the report on screen (else the comparison) to `path` atomically.
     bool saveReport(const QString& path);
+    /// Saves the session (model, data, scheme, layer overrides, every run of the history) as a
+    /// .bitlens project, atomically; false (and errorShown) when it cannot be written.
+    bool saveProject(const QString& path);
+    /// Opens a .bitlens project: its model opens in the background, then its scheme, overrides,
+    /// history and data are restored (projectLoaded()). False (errorShown) when the file cannot
+    /// be read; what is on screen stays.
+    bool openProject(const QString& path);
     /// Selects `layer` in the table and every result view.
     void selectLayer(const QString& layer);
     /// Shows the result tab called `name` (case-insensitive); false when there is none.
@@ -147,6 +155,8 @@ Q_SIGNALS:
     void sensitivityShown();
     /// A quantization job ended without a result (cancelled or failed).
     void quantizationStopped();
+    /// A project's model opened and its scheme, overrides and history are on screen.
+    void projectLoaded();
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -167,6 +177,9 @@ private:
     void chooseData(bool folder);
     void chooseReport();
     void chooseSaveReport();
+    void chooseProject();
+    void chooseSaveProject();
+    void applyProject(project::Project project);
     void showLayerMenu(const QPoint& pos);
     QStringList selectedLayerNames() const;
     bool prepareRun(QuantRequest& request);
@@ -203,6 +216,8 @@ private:
     QMap<QString, QString> m_overrides;
     bool m_selecting = false;
     std::optional<DataInfo> m_data;
+    /// A project whose model is opening: restored when that model (`first`) is on screen.
+    std::optional<std::pair<QString, project::Project>> m_pendingProject;
     RecentFiles m_recentModels;
     RecentFiles m_recentData;
     QString m_lastError;

@@ -1,8 +1,9 @@
 // Image folders in the torchvision ImageFolder layout: <dir>/<class>/<image>.png|.jpg|.jpeg.
-// Classes are the sorted subfolder names, labels their index. Decoding uses stb_image, compiled
-// into this file only (static, PNG and JPEG only) so that no shared libstb is needed at run time.
+// Classes are the sorted subfolder names, labels their index. Decoding uses stb_image (PNG and
+// JPEG), compiled into io/stb_image.cpp so that no shared libstb is needed at run time.
 
 #include "io/dataset.h"
+#include "io/stb_image.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -13,28 +14,6 @@
 #include <filesystem>
 #include <memory>
 #include <new>
-
-#if __has_include(<stb/stb_image.h>)
-#define BITLENS_HAVE_STB_IMAGE 1
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wtype-limits"
-#pragma GCC diagnostic ignored "-Wmisleading-indentation"
-#define STB_IMAGE_IMPLEMENTATION
-#define STB_IMAGE_STATIC
-#define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_NO_STDIO
-#define STBI_FAILURE_USERMSG
-#include <stb/stb_image.h>
-#pragma GCC diagnostic pop
-#endif
 
 namespace bitlens::io {
 
@@ -60,55 +39,6 @@ std::string sizeText(int width, int height)
 }
 
 #ifdef BITLENS_HAVE_STB_IMAGE
-std::string stbReason()
-{
-    const char* reason = stbi_failure_reason();
-    return reason ? reason : "unknown error";
-}
-
-/// Checks what stb_image 2.27 (Debian's libstb, 2022) trusts in a JPEG: a Huffman table
-/// (DHT) whose 16 code counts add up to more than 256 makes it write past its 257-entry size
-/// and 256-entry value arrays (found by fuzz_image; stb 2.28 checks it). Walks every marker
-/// segment, entropy-coded data skipped; an empty string when nothing is wrong.
-std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
-{
-    if (b.size() < 2 || b[0] != 0xFF || b[1] != 0xD8)
-        return {};  // not a JPEG
-    std::size_t pos = 2;
-    while (pos + 4 <= b.size()) {
-        if (b[pos] != 0xFF) {  // entropy-coded data between markers
-            ++pos;
-            continue;
-        }
-        const std::uint8_t marker = b[pos + 1];
-        // Fill bytes, stuffed zeros, restart markers, TEM and SOI carry no length.
-        if (marker == 0xFF || marker == 0x00 || marker == 0x01 || marker == 0xD8 ||
-            (marker >= 0xD0 && marker <= 0xD7)) {
-            pos += marker == 0xFF ? 1 : 2;
-            continue;
-        }
-        if (marker == 0xD9)  // EOI
-            break;
-        const std::size_t length = (static_cast<std::size_t>(b[pos + 2]) << 8) | b[pos + 3];
-        if (length < 2)
-            break;  // stb refuses this segment itself
-        const std::size_t end = std::min(b.size(), pos + 2 + length);
-        if (marker == 0xC4) {  // DHT: tables of [class/id, 16 counts, values]
-            for (std::size_t t = pos + 4; t + 17 <= end;) {
-                std::size_t values = 0;
-                for (std::size_t i = 1; i <= 16; ++i)
-                    values += b[t + i];
-                if (values > 256)
-                    return "Huffman table of " + std::to_string(values) +
-                           " codes (at most 256; corrupt JPEG)";
-                t += 17 + values;
-            }
-        }
-        pos += 2 + length;
-    }
-    return {};
-}
-
 Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progress& progress,
                                     const CancelToken& cancel)
 {
@@ -166,16 +96,12 @@ Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progre
         auto bytes = readFileBytes(file);
         if (!bytes)
             return bytes.error();
-        if (bytes->size() > static_cast<std::size_t>(INT_MAX))
-            return Error::badInput(file, "image file is larger than 2 GiB");
-        const int len = static_cast<int>(bytes->size());
-        if (const std::string problem = jpegHuffmanProblem(*bytes); !problem.empty())
-            return Error::badInput(file, "cannot read image: " + problem);
         int w = 0;
         int h = 0;
         int comp = 0;
-        if (!stbi_info_from_memory(bytes->data(), len, &w, &h, &comp))
-            return Error::badInput(file, "cannot read image: " + stbReason());
+        std::string reason;
+        if (!stb::info(*bytes, w, h, comp, reason))
+            return Error::badInput(file, "cannot read image: " + reason);
         if (i == 0) {
             width = w;
             height = h;
@@ -196,11 +122,9 @@ Result<Dataset> readImageFolderImpl(const std::string& dir, int channels, Progre
                                              sizeText(width, height) +
                                              "; all images must share one size");
         }
-        const std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-            stbi_load_from_memory(bytes->data(), len, &w, &h, &comp, channelCount),
-            stbi_image_free);
+        const stb::Pixels pixels = stb::load(*bytes, channelCount, w, h, reason);
         if (!pixels)
-            return Error::badInput(file, "cannot decode image: " + stbReason());
+            return Error::badInput(file, "cannot decode image: " + reason);
         if (i == 0) {
             // Allocated only once the first image decoded: a header that claims 100000 x 100000
             // pixels in a few bytes is refused by the decoder before 40 GB are asked for.

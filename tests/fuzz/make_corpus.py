@@ -2,7 +2,8 @@
 """Builds the seed corpora of the fuzz targets (tests/fuzz/corpus/<format>/) from the small
 files under tests/data and a few generated ones. Standard library only; run from anywhere:
     python3 tests/fuzz/make_corpus.py
-The outputs are committed (they total well under 1 MB); rerun after adding test data."""
+The outputs are committed (they total well under 1 MB); rerun after adding test data.
+Files named regress_* are inputs that once crashed a reader (kept as seeds so the fix stays)."""
 
 import gzip
 import io
@@ -59,8 +60,10 @@ def generated():
 
 
 def main():
-    if OUT.exists():
-        shutil.rmtree(OUT)
+    # Reproducers of fixed findings (regress_*) stay; everything else is rebuilt.
+    for old in OUT.glob("*/*"):
+        if not old.name.startswith("regress_"):
+            old.unlink()
     total = 0
     for fmt, patterns in COPIES.items():
         dst = OUT / fmt

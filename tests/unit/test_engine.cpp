@@ -92,7 +92,7 @@ TEST(Engine, StaticInt8FoldsBatchNormCalibratesAndShrinksToAQuarter)
         // Every per-channel weight row takes at most 256 distinct values.
         const at::Tensor view = quant::weightView(*std::find_if(
             model.graph.nodes.begin(), model.graph.nodes.end(),
-            [&](const ir::Node& n) { return n.name == name; }), lq.weightFq);
+            [&layer = name](const ir::Node& n) { return n.name == layer; }), lq.weightFq);
         for (std::int64_t r = 0; r < view.size(0); ++r)
             EXPECT_LE(std::get<0>(at::_unique(view[r])).numel(), 256);
     }
