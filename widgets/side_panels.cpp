@@ -85,7 +85,7 @@ ModelInfoPanel::ModelInfoPanel(QWidget* parent) : FormPanel(tr("Model"), parent)
 {
     setObjectName(QStringLiteral("modelInfoPanel"));
     for (const QString& key : {tr("Name"), tr("Format"), tr("File"), tr("Inputs"), tr("Outputs"),
-                               tr("Layers"), tr("Params"), tr("Size")})
+                               tr("Layers"), tr("Params"), tr("Size"), tr("Note")})
         addRow(key);
     showModel(nullptr);
 }
@@ -107,6 +107,11 @@ void ModelInfoPanel::showModel(const OpenedModel* opened)
     setValue(tr("Params"), formatCount(summary.params));
     setValue(tr("Size"), bytesText(summary.bytes),
              tr("%1 bytes of weights as stored").arg(formatCount(summary.bytes)));
+    // Caveats such as "untrusted: TorchScript holds code; BitLens only reads its tensors".
+    QStringList notes;
+    for (const auto& note : summary.notes)
+        notes << QString::fromStdString(note);
+    setValue(tr("Note"), notes.isEmpty() ? QString() : notes.first(), notes.join(QLatin1Char('\n')));
     setPlaceholder({});
 }
 

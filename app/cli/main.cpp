@@ -259,11 +259,15 @@ int cmdInfo(const Args& args)
                   {"name", s.name},       {"params", s.params},
                   {"bytes", s.bytes},     {"inputs", tensors(s.inputs)},
                   {"outputs", tensors(s.outputs)}, {"layers", layers}};
+        if (!s.notes.empty())
+            j["notes"] = s.notes;
         std::cout << j.dump(2) << "\n";
         return 0;
     }
     std::printf("model   %s\nformat  %s\nparams  %lld (%s)\n", s.path.c_str(), s.format.c_str(),
                 static_cast<long long>(s.params), formatBytes(s.bytes).c_str());
+    for (const auto& note : s.notes)
+        std::printf("note    %s\n", note.c_str());
     for (const auto& t : s.inputs)
         std::printf("input   %s %s %s\n", t.name.c_str(), t.dtype.c_str(),
                     formatShape(t.shape).c_str());

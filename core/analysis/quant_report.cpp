@@ -232,8 +232,10 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             const std::vector<at::Tensor> floatInputs = inputs;
             auto hook = quant::makeQuantHook(model, {node.name});
             hook->beforeNode(node, inputs);
-            const at::Tensor local =
-                exec::runNode(node, inputs, exec::ExecOptions{options.device}).front();
+            std::vector<at::Tensor> localOuts;  // LSTM / GRU: the hook runs the recurrence
+            if (!hook->computeNode(node, inputs, localOuts))
+                localOuts = exec::runNode(node, inputs, exec::ExecOptions{options.device});
+            const at::Tensor local = localOuts.front();
             const at::Tensor& ref = floatVals->at(node.outputs.front());
             const at::Tensor& acc = quantVals->at(node.outputs.front());
             row.local = compareTensors(ref, local);
@@ -241,16 +243,20 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             const at::Tensor err = (acc - ref).to(at::kCPU);
             const double range = std::max(err.abs().max().item<double>(), 1e-12);
             row.errorHistogram = histogram(err, options.histogramBins, -range, range);
-            if (!isFloat) {
-                row.weight = compareTensors(lq.weightFloat, lq.weightFq);
-                row.weightHistogram = histogram(lq.weightFloat, options.histogramBins);
-            } else {
-                const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
-                row.weightHistogram = histogram(w, options.histogramBins);
-            }
+            // LSTM / GRU: W and R together are the layer's weights.
+            const bool recurrent = node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU;
+            auto allWeights = [&](const at::Tensor& w, const at::Tensor& r) {
+                return recurrent ? at::cat({w.reshape({-1}), r.reshape({-1})}) : w;
+            };
+            const at::Tensor wShown =
+                isFloat ? allWeights(*model.graph.initializer(node.inputs[1]),
+                                     recurrent ? *model.graph.initializer(node.inputs[2])
+                                               : at::Tensor())
+                        : allWeights(lq.weightFloat, lq.recurrentFloat);
+            if (!isFloat)
+                row.weight = compareTensors(wShown, allWeights(lq.weightFq, lq.recurrentFq));
+            row.weightHistogram = histogram(wShown, options.histogramBins);
             row.actHistogram = histogram(floatVals->at(node.inputs[0]), options.histogramBins);
-            const at::Tensor& wShown = isFloat ? *model.graph.initializer(node.inputs[1])
-                                               : lq.weightFloat;
             row.weightMin = wShown.min().item<double>();
             row.weightMax = wShown.max().item<double>();
             row.actClip = lq.actClip;
@@ -270,11 +276,26 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                         at::full({}, clip.lo, at::kFloat), at::full({}, clip.hi, at::kFloat),
                         lq.config.actType, lq.config.actSymmetric,
                         quant::Granularity::perTensor());
-                    std::vector<at::Tensor> in = floatInputs;
-                    in[0] = quant::fakeQuantize(floatInputs[0], qp);
-                    in[1] = lq.weightFq.to(options.device);
-                    const at::Tensor y =
-                        exec::runNode(node, in, exec::ExecOptions{options.device}).front();
+                    at::Tensor y;
+                    if (recurrent) {
+                        // The recurrence as a static scheme runs it with this clip of X.
+                        quant::QuantizedModel one;
+                        quant::LayerQuant& l = one.layers[node.name] = lq;
+                        l.config.actMode = quant::ActMode::Static;
+                        l.act = qp;
+                        l.hiddenAct = quant::hiddenStateQParams(lq.config);
+                        auto clipHook = quant::makeQuantHook(one);
+                        std::vector<at::Tensor> in = floatInputs;
+                        std::vector<at::Tensor> outs;
+                        clipHook->beforeNode(node, in);
+                        clipHook->computeNode(node, in, outs);
+                        y = outs.front();
+                    } else {
+                        std::vector<at::Tensor> in = floatInputs;
+                        in[0] = quant::fakeQuantize(floatInputs[0], qp);
+                        in[1] = lq.weightFq.to(options.device);
+                        y = exec::runNode(node, in, exec::ExecOptions{options.device}).front();
+                    }
                     row.calibrators.push_back({spec, clip.lo, clip.hi,
                                                compareTensors(ref, y).sqnrDb, clip.why});
                 }

@@ -496,7 +496,11 @@ std::vector<at::Tensor> rnnOutputs(const RnnSetup& s, std::vector<at::Tensor> ys
     return out;
 }
 
-std::vector<at::Tensor> runLstm(const Node& node, const std::vector<at::Tensor>& in)
+/// `t` through `f`, or `t` itself when `f` is empty.
+at::Tensor applyPoint(const HiddenQuant& f, const at::Tensor& t) { return f ? f(t) : t; }
+
+std::vector<at::Tensor> runLstm(const Node& node, const std::vector<at::Tensor>& in,
+                                const HiddenQuant& hiddenQuant)
 {
     const RnnSetup s = rnnSetup(node, in, 4);
     const std::int64_t h = s.hidden;
@@ -531,7 +535,7 @@ std::vector<at::Tensor> runLstm(const Node& node, const std::vector<at::Tensor>&
         std::vector<at::Tensor> steps(static_cast<std::size_t>(seq));
         for (std::int64_t k = 0; k < seq; ++k) {
             const std::int64_t t = reverse ? seq - 1 - k : k;
-            at::Tensor hr = at::matmul(ht, r.t());
+            at::Tensor hr = at::matmul(applyPoint(hiddenQuant, ht), r.t());
             if (rb.defined())
                 hr = hr + rb;
             auto g = (xw[t] + hr).chunk(4, 1);
@@ -565,7 +569,8 @@ std::vector<at::Tensor> runLstm(const Node& node, const std::vector<at::Tensor>&
     return rnnOutputs(s, std::move(ys), std::move(hs), std::move(cs));
 }
 
-std::vector<at::Tensor> runGru(const Node& node, const std::vector<at::Tensor>& in)
+std::vector<at::Tensor> runGru(const Node& node, const std::vector<at::Tensor>& in,
+                               const HiddenQuant& hiddenQuant)
 {
     const RnnSetup s = rnnSetup(node, in, 3);
     const std::int64_t h = s.hidden;
@@ -596,7 +601,8 @@ std::vector<at::Tensor> runGru(const Node& node, const std::vector<at::Tensor>& 
         for (std::int64_t k = 0; k < seq; ++k) {
             const std::int64_t t = reverse ? seq - 1 - k : k;
             const auto xg = xw[t].chunk(3, 1);
-            at::Tensor hzr = at::matmul(ht, rzr.t());
+            const at::Tensor hq = applyPoint(hiddenQuant, ht);
+            at::Tensor hzr = at::matmul(hq, rzr.t());
             if (rb.defined())
                 hzr = hzr + rb.narrow(0, 0, 2 * h);
             const auto hg = hzr.chunk(2, 1);
@@ -610,12 +616,12 @@ std::vector<at::Tensor> runGru(const Node& node, const std::vector<at::Tensor>& 
             const at::Tensor rr = at::sigmoid(gr);
             at::Tensor gh;
             if (linearBeforeReset) {
-                at::Tensor hh = at::matmul(ht, rh.t());
+                at::Tensor hh = at::matmul(hq, rh.t());
                 if (rb.defined())
                     hh = hh + rb.narrow(0, 2 * h, h);
                 gh = xg[2] + rr * hh;
             } else {
-                gh = xg[2] + at::matmul(rr * ht, rh.t());
+                gh = xg[2] + at::matmul(applyPoint(hiddenQuant, rr * ht), rh.t());
                 if (rb.defined())
                     gh = gh + rb.narrow(0, 2 * h, h);
             }
@@ -685,11 +691,21 @@ std::vector<at::Tensor> runSequenceOp(const Node& node, const std::vector<at::Te
     case OpKind::Range: return {runRange(node, in)};
     case OpKind::Shape: return {runShape(node, need(node, in, 0))};
     case OpKind::RotaryEmbedding: return {runRotary(node, in)};
-    case OpKind::LSTM: return runLstm(node, in);
-    case OpKind::GRU: return runGru(node, in);
+    case OpKind::LSTM:
+    case OpKind::GRU: return runRnn(node, in, {});
     default: break;
     }
     fail(node, "not a sequence op");
+}
+
+std::vector<at::Tensor> runRnn(const Node& node, const std::vector<at::Tensor>& inputs,
+                               const HiddenQuant& hiddenQuant)
+{
+    if (node.op == OpKind::LSTM)
+        return runLstm(node, inputs, hiddenQuant);
+    if (node.op == OpKind::GRU)
+        return runGru(node, inputs, hiddenQuant);
+    fail(node, "not an LSTM or GRU");
 }
 
 } // namespace bitlens::exec

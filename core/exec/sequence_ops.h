@@ -6,6 +6,7 @@
 #include "exec/executor.h"
 #include "ir/graph.h"
 
+#include <functional>
 #include <vector>
 
 namespace bitlens::exec {
@@ -17,5 +18,15 @@ bool isSequenceOp(ir::OpKind op);
 /// shapes or attributes (the executor turns that into an Error).
 std::vector<at::Tensor> runSequenceOp(const ir::Node& node, const std::vector<at::Tensor>& inputs,
                                       const ExecOptions& options);
+
+/// How a quantized LSTM / GRU rounds the state entering each recurrent product: called once
+/// per step and direction with [B, H] (h, or r * h in a GRU without linear_before_reset).
+using HiddenQuant = std::function<at::Tensor(const at::Tensor&)>;
+
+/// Computes an LSTM or GRU node (ONNX semantics) whose recurrent products read
+/// hiddenQuant(h) instead of h (the input X is quantized by the caller, before); with an empty
+/// function it is exactly what runSequenceOp() computes. Throws as runSequenceOp() does.
+std::vector<at::Tensor> runRnn(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                               const HiddenQuant& hiddenQuant);
 
 } // namespace bitlens::exec

@@ -419,6 +419,12 @@ Result<ir::Graph> buildQdqGraph(const quant::QuantizedModel& model, Progress& pr
             const auto it = model.layers.find(node.name);
             if (it == model.layers.end() || it->second.config.keepFloat) {
                 builder.addFloat(node);
+            } else if (node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU) {
+                return Error::unsupported(
+                    {}, "scheme " + name + " cannot be exported to ONNX: layer '" + node.name +
+                    "' is an " + std::string(ir::opKindName(node.op)) +
+                    ", whose hidden state is quantized inside the recurrence, which QDQ nodes "
+                    "cannot express (keep it float with an override)");
             } else if (auto r = builder.addLayer(node, it->second); !r) {
                 Error e = r.error();
                 if (e.code == ErrorCode::Unsupported)

@@ -234,6 +234,11 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
             }
             const quant::LayerQuant& lq = it->second;
             const std::string module = moduleName(node);
+            if (node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU)
+                return Error::unsupported(path, "layer '" + node.name + "' is an " +
+                                                    std::string(ir::opKindName(node.op)) +
+                                                    ": compressed-tensors has no layout for "
+                                                    "its two weights and quantized recurrence");
             if (layouts.contains(module))
                 return Error::unsupported(path, "layers share the module name '" + module + "'");
             std::string note;

@@ -3,6 +3,7 @@
 #include "exec/executor.h"
 #include "io/file_util.h"
 #include "io/onnx.h"
+#include "io/torchscript.h"
 #include "ir/graph.h"
 
 #include <cstdio>
@@ -36,6 +37,36 @@ std::string detectFormat(const std::string& path)
     return "onnx";
 }
 
+/// A TorchScript / torch.save zip: its tensors are read, its code never runs (io/torchscript.h).
+Result<std::shared_ptr<Model>> openTorchArchive(const std::string& path, Progress& progress,
+                                                const CancelToken& cancel)
+{
+    auto archive = io::readTorchArchive(path);
+    if (!archive)
+        return archive.error();
+    if (cancel.cancelled())
+        return Error::cancelled();
+    auto graph = io::graphFromTorchArchive(*archive);
+    if (!graph)
+        return graph.error();
+    progress.report(0.6, "inferring shapes");
+    auto shared = std::make_shared<ir::Graph>(std::move(graph).value());
+    auto summary = summarize(*shared, path, "torchscript");
+    if (!summary)
+        return summary.error();
+    if (archive->hasCode) {
+        summary->notes.push_back(io::kTorchScriptTrustNote);
+    } else {
+        summary->format = "torch.save";
+        summary->notes.push_back("untrusted: a torch.save pickle may name any Python callable; "
+                                 "BitLens only reads its tensors");
+    }
+    summary->notes.push_back("parameters: " + io::describeTensors(*archive));
+    progress.report(1.0, "done");
+    const std::string format = summary->format;
+    return std::make_shared<Model>(path, format, std::move(shared), std::move(summary).value());
+}
+
 } // namespace
 
 Model::Model(std::string path, std::string format, std::shared_ptr<ir::Graph> graph,
@@ -55,6 +86,8 @@ Result<std::shared_ptr<Model>> openModel(const std::string& path, Progress& prog
         return Error::badInput(path, "is a directory, expected a model file");
     const std::string format = detectFormat(path);
     progress.report(0.0, "reading " + format);
+    if (format == "torchscript")
+        return openTorchArchive(path, progress, cancel);
     if (format != "onnx")
         return Error::unsupported(path, "this is a " + format +
                                             " file; BitLens reads ONNX models so far");

@@ -43,6 +43,9 @@ struct ModelSummary {
     std::vector<TensorSummary> inputs;
     std::vector<TensorSummary> outputs;
     std::vector<LayerSummary> layers;
+    /// Caveats shown with the model, e.g. "untrusted: TorchScript holds code; BitLens only
+    /// reads its tensors".
+    std::vector<std::string> notes;
 };
 
 /// An open model: the graph plus its summary. Shared between the GUI and its jobs.

@@ -1,5 +1,6 @@
 #include "quant/engine.h"
 
+#include "exec/sequence_ops.h"
 #include "train/bn_fold.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +11,12 @@
 namespace bitlens::quant {
 
 namespace {
+
+/// LSTM / GRU: two weights (W, R) and a recurrence whose hidden state is an activation too.
+bool isRecurrent(const ir::Node& node)
+{
+    return node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU;
+}
 
 bool transposedWeight(const ir::Node& node)
 {
@@ -36,6 +43,8 @@ at::Tensor channelShapeForWeight(const ir::Node& node, const at::Tensor& s, cons
     std::vector<std::int64_t> shape(static_cast<std::size_t>(w.dim()), 1);
     if (node.op == ir::OpKind::Conv)
         shape[1] = -1;
+    else if (isRecurrent(node))
+        shape[2] = -1;  // [dirs, gates * H, in]
     else if (transposedWeight(node))
         shape[0] = -1;  // [in, out]
     else
@@ -234,14 +243,18 @@ public:
 
     void beforeNode(const ir::Node& node, std::vector<at::Tensor>& inputs) override
     {
-        auto it = m_model.layers.find(node.name);
-        if (it == m_model.layers.end() || (!m_only.empty() && m_only.count(node.name) == 0))
+        const LayerQuant* found = layerOf(node);
+        if (!found)
             return;
-        const LayerQuant& lq = it->second;
+        const LayerQuant& lq = *found;
         const LayerConfig& c = lq.config;
-        if (c.keepFloat)
-            return;
         at::Tensor x = inputs[0];
+        if (isRecurrent(node)) {
+            // The activations (X and the hidden state) are quantized in computeNode.
+            inputs[1] = device(lq.weightFq, x, lq.layer + ".w");
+            inputs[2] = device(lq.recurrentFq, x, lq.layer + ".r");
+            return;
+        }
         at::Tensor w = device(lq.weightFq, x, lq.layer + ".w");
         if (lq.smooth.defined())
             x = x / channelShapeForActivation(node, device(lq.smooth, x, lq.layer + ".s"), x.dim());
@@ -260,6 +273,54 @@ public:
         }
         inputs[0] = x;
         inputs[1] = w;
+    }
+
+    /// LSTM / GRU with quantized activations: X is quantized as any layer input (once for the
+    /// whole sequence: dynamic schemes take one range per batch over all steps, as PyTorch's
+    /// quantized dynamic LSTM does on the CPU, where it projects the whole input sequence in
+    /// one linear_dynamic call), and the hidden state is quantized before every recurrent
+    /// product (dynamic: one range per step, over the batch, as PyTorch's per-step
+    /// linear_dynamic of h; static: the fixed range [-1, 1] that h = o * tanh(c) cannot leave).
+    bool computeNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                     std::vector<at::Tensor>& outputs) override
+    {
+        if (!isRecurrent(node))
+            return false;
+        const LayerQuant* found = layerOf(node);
+        if (!found || found->config.actMode == ActMode::Float)
+            return false;
+        const LayerQuant& lq = *found;
+        const LayerConfig& c = lq.config;
+        std::vector<at::Tensor> in = inputs;
+        at::Tensor x = in[0];
+        if (lq.smooth.defined())
+            x = x / channelShapeForActivation(node, device(lq.smooth, x, lq.layer + ".s"), x.dim());
+        exec::HiddenQuant hidden;
+        switch (c.actMode) {
+        case ActMode::Float: break;
+        case ActMode::Cast: {
+            const auto type = c.actType == QuantType::BF16 ? at::kBFloat16 : at::kHalf;
+            x = x.to(type).to(at::kFloat);
+            hidden = [type](const at::Tensor& h) { return h.to(type).to(at::kFloat); };
+            break;
+        }
+        case ActMode::Static: {
+            x = fakeQuantAct(x, *lq.act);
+            const QParams qp = *lq.hiddenAct;
+            hidden = [qp](const at::Tensor& h) { return fakeQuantAct(h, qp); };
+            break;
+        }
+        case ActMode::Dynamic:
+            if (c.outlierThreshold > 0.0)
+                std::tie(x, in[1]) = llmInt8(node, x, lq);
+            else
+                x = fakeQuantAct(x, dynamicQParams(x, c));
+            hidden = [c](const at::Tensor& h) { return fakeQuantAct(h, dynamicQParams(h, c)); };
+            break;
+        }
+        in[0] = x;
+        outputs = exec::runRnn(node, in, hidden);
+        return true;
     }
 
 private:
@@ -285,6 +346,16 @@ private:
         return {xq, at::where(mask, w16, w)};
     }
 
+    /// The prepared layer of `node` when this hook quantizes it, else null.
+    const LayerQuant* layerOf(const ir::Node& node) const
+    {
+        auto it = m_model.layers.find(node.name);
+        if (it == m_model.layers.end() || (!m_only.empty() && m_only.count(node.name) == 0) ||
+            it->second.config.keepFloat)
+            return nullptr;
+        return &it->second;
+    }
+
     /// `t` on the device of `like`, cached so weights cross to a GPU once.
     const at::Tensor& device(const at::Tensor& t, const at::Tensor& like, const std::string& key)
     {
@@ -303,10 +374,18 @@ private:
 
 } // namespace
 
+QParams hiddenStateQParams(const LayerConfig& c)
+{
+    return chooseQParams(at::full({}, -1.0f), at::full({}, 1.0f), c.actType, c.actSymmetric,
+                         Granularity::perTensor());
+}
+
 at::Tensor weightView(const ir::Node& node, const at::Tensor& weight)
 {
     if (node.op == ir::OpKind::Conv)
         return weight.reshape({weight.size(0), -1});
+    if (isRecurrent(node))
+        return weight.reshape({-1, weight.size(-1)});
     if (transposedWeight(node))
         return weight.dim() == 2 ? weight.t() : weight.reshape({-1, weight.size(-1)}).t();
     return weight;
@@ -314,7 +393,7 @@ at::Tensor weightView(const ir::Node& node, const at::Tensor& weight)
 
 at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view, const at::Tensor& likeWeight)
 {
-    if (node.op == ir::OpKind::Conv)
+    if (node.op == ir::OpKind::Conv || isRecurrent(node))
         return view.reshape(likeWeight.sizes());
     if (transposedWeight(node))
         return view.t().reshape(likeWeight.sizes());
@@ -411,11 +490,16 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
             if (it == model.plan.layers.end())
                 continue;
             const at::Tensor& w = *model.graph.initializer(node.inputs[1]);
+            const bool recurrent = isRecurrent(node);
+            // An LSTM / GRU also reads R, quantized like W (per gate row).
+            const at::Tensor* r = recurrent ? model.graph.initializer(node.inputs[2]) : nullptr;
             if (reused.count(node.name)) {
                 const LayerQuant& old = reuse->layers.at(node.name);
                 if (!old.config.keepFloat) {
                     quantizedWeightBytes += old.bytesQuantized;
                     quantizedWeightNames.insert(node.inputs[1]);
+                    if (r)
+                        quantizedWeightNames.insert(node.inputs[2]);
                 }
                 model.layers[node.name] = old;
                 continue;
@@ -424,8 +508,8 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                 LayerQuant lq;
                 lq.layer = node.name;
                 lq.config = it->second;
-                lq.params = w.numel();
-                lq.bytesFloat = lq.bytesQuantized = w.numel() * 4;
+                lq.params = w.numel() + (r ? r->numel() : 0);
+                lq.bytesFloat = lq.bytesQuantized = lq.params * 4;
                 model.layers[node.name] = lq;
                 continue;
             }
@@ -434,6 +518,22 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                                      sIt == smooth.end() ? at::Tensor() : sIt->second);
             if (!lq)
                 return lq.error();
+            if (r) {
+                auto rq = quantizeWeight(node, *r, it->second, at::Tensor());
+                if (!rq)
+                    return rq.error();
+                lq->recurrent = rq->weight;
+                lq->recurrentFloat = rq->weightFloat;
+                lq->recurrentFq = rq->weightFq;
+                lq->params += rq->params;
+                lq->bytesFloat += rq->bytesFloat;
+                lq->bytesQuantized += rq->bytesQuantized;
+                if (!rq->note.empty())
+                    lq->note += (lq->note.empty() ? "" : "; ") + ("R: " + rq->note);
+                if (it->second.actMode == ActMode::Static)
+                    lq->hiddenAct = hiddenStateQParams(it->second);
+                quantizedWeightNames.insert(node.inputs[2]);
+            }
             quantizedWeightBytes += lq->bytesQuantized;
             quantizedWeightNames.insert(node.inputs[1]);
             model.layers[node.name] = std::move(lq).value();

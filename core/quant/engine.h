@@ -35,6 +35,12 @@ struct LayerQuant {
     std::int64_t params = 0;         ///< weight elements
     std::int64_t bytesFloat = 0;     ///< weight bytes as float32
     std::int64_t bytesQuantized = 0; ///< weight bytes as stored quantized (codes + scales)
+    // LSTM / GRU layers (weight* above is W [dirs, gates * H, in]) also quantize their
+    // recurrent weight and the hidden state that enters the recurrence.
+    QParams recurrent;               ///< qparams of R's 2-D view [dirs * gates * H, H]
+    at::Tensor recurrentFloat;       ///< R [dirs, gates * H, H]; undefined for other ops
+    at::Tensor recurrentFq;          ///< R after quantize + dequantize, float32
+    std::optional<QParams> hiddenAct; ///< static schemes: h's qparams, range [-1, 1]
 };
 
 /// What quantization-aware training did (report.json "qat"); absent for post-training schemes.
@@ -89,8 +95,15 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
 std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,
                                               std::set<std::string> only = {});
 
+/// Static qparams of an LSTM / GRU hidden state: h = o * tanh(c) (LSTM) or a convex mix of
+/// tanh and the previous h (GRU) lies in [-1, 1] by construction, so it needs no calibration.
+/// uint8 asymmetric as torch's MinMaxObserver picks it for [-1, 1]: scale 2 / 255, zero point
+/// 127 (-1 / scale = -127.49999 in float32); 0 is exact, codes 0..255 span -0.9961..1.0039.
+QParams hiddenStateQParams(const LayerConfig& config);
+
 /// The 2-D [out, in] view of a layer's weight (Conv: [out, in * kh * kw]; Gemm transB = 0 and
-/// MatMul weights [in, out] are transposed).
+/// MatMul weights [in, out] are transposed; LSTM / GRU W and R [dirs, gates * H, in]:
+/// [dirs * gates * H, in], one row per gate channel).
 at::Tensor weightView(const ir::Node& node, const at::Tensor& weight);
 /// Inverse of weightView: back to the layer's own weight layout.
 at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view,

@@ -118,6 +118,9 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
     const LayerConfig& c = lq.config;
     if (c.keepFloat || !lq.weightFloat.defined() || !lq.weight.scale.defined())
         return std::nullopt;
+    // LSTM / GRU run simulated: their recurrence has no LibTorch or BitLens low-bit kernel.
+    if (node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU)
+        return std::nullopt;
     if (!device.is_cpu() && !device.is_cuda())
         return std::nullopt;
     const bool cuda = device.is_cuda();
@@ -728,7 +731,7 @@ bool RealKernelHook::computeNode(const ir::Node& node, const std::vector<at::Ten
                                  std::vector<at::Tensor>& outputs)
 {
     if (!m_impl->planned.count(node.name) || inputs.empty() || !inputs[0].defined())
-        return false;
+        return m_impl->simulated->computeNode(node, inputs, outputs);  // LSTM / GRU recurrence
     const LayerQuant& lq = m_impl->model.layers.at(node.name);
     const at::Tensor& x = inputs[0];
     std::string why;

@@ -496,6 +496,14 @@ bool isQuantizable(const ir::Graph& graph, const ir::Node& node)
     case ir::OpKind::MatMul:
         return node.inputs.size() >= 2 && graph.initializer(node.inputs[1]) != nullptr &&
                graph.initializer(node.inputs[1])->is_floating_point();
+    case ir::OpKind::LSTM:
+    case ir::OpKind::GRU:
+        // Both the input weight W and the recurrent weight R must be constants.
+        for (std::size_t i : {std::size_t{1}, std::size_t{2}})
+            if (node.inputs.size() <= i || graph.initializer(node.inputs[i]) == nullptr ||
+                !graph.initializer(node.inputs[i])->is_floating_point())
+                return false;
+        return true;
     default:
         return false;
     }
@@ -514,8 +522,8 @@ Result<Plan> makePlan(const ir::Graph& graph, const Scheme& scheme)
     for (const auto& [layer, config] : scheme.overrides) {
         if (quantizable.count(layer) == 0)
             return Error::usage("override names '" + layer +
-                                "', which is not a quantizable layer (Conv, Gemm or MatMul "
-                                "with constant weights) of this model");
+                                "', which is not a quantizable layer (Conv, Gemm, MatMul, "
+                                "LSTM or GRU with constant weights) of this model");
         if (config)
             plan.layers[layer] = *config;
         else

