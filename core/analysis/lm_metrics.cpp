@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace bitlens::analysis {
@@ -110,7 +111,16 @@ Result<MetricValue> evaluatePerplexity(const ir::Graph& graph, const at::Tensor&
             executor.addHook(hook);
         double nllSum = 0.0;
         std::int64_t scored = 0;
-        auto r = forBatches(windows.size(0), options.batchSize, progress, cancel,
+        // Logits are [B, S, vocab] float32: at most ~256 MB of them per batch (2 windows of 512
+        // tokens for a 49k vocabulary). Bigger batches gain nothing in GEMM speed here and cost
+        // page faults on every batch.
+        std::int64_t batch = options.batchSize;
+        if (!graph.outputs.empty() && !graph.outputs.front().shape.empty() &&
+            graph.outputs.front().shape.back() > 0) {
+            const std::int64_t windowBytes = seq * graph.outputs.front().shape.back() * 4;
+            batch = std::clamp<std::int64_t>((std::int64_t{256} << 20) / windowBytes, 1, batch);
+        }
+        auto r = forBatches(windows.size(0), batch, progress, cancel,
                             [&](std::int64_t start, std::int64_t end) -> Result<void> {
             const at::Tensor ids = windows.slice(0, start, end).to(at::kLong);
             auto logits = firstOutput(executor, graph, ids, path);

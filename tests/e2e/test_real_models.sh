@@ -110,7 +110,8 @@ assert d['data_shape'] == [2, 128] and 'Q4_1' in d['note']
     --report "$tmp/smollm.json"
   expect smollm-perplexity report "$tmp/smollm.json" "
 m = d['metric']; assert m['name'] == 'perplexity' and m['samples'] == 2 * 127, m
-assert m['float'] < m['quantized'] < 1.5 * m['float'], m
+# NF4 on top of Q4_1 weights costs SmolLM2-135M ~+70 % (bench/RESULTS.md; PyTorch agrees).
+assert m['float'] < m['quantized'] < 2.5 * m['float'], m
 assert 'dequantized Q4_1' in d['model']['note']
 assert len(d['layers']) == 30 * 7 + 1 and all(l['weight_type'] == 'nf4' for l in d['layers'])
 "
