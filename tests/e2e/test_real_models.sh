@@ -85,6 +85,18 @@ assert m['float'] == 1.0 and m['quantized'] >= 0.99, m
 assert len(d['layers']) == 6 * 6 and all(l['weight_type'] == 'int8' for l in d['layers'])
 "
   expect minilm-quantize-text grep -q "embedding_cosine" "$tmp/out"
+  check minilm-compare 0 "$cli" compare minilm-l6 --schemes dynamic-int8,w4-nf4 --limit 16 \
+    --report "$tmp/cmp.json"
+  expect minilm-compare-runs report "$tmp/cmp.json" "
+r = d['runs']; assert [x['metric']['name'] for x in r] == ['embedding_cosine'] * 2, r
+assert r[0]['metric']['quantized'] > r[1]['metric']['quantized'] > 0.9
+"
+  check minilm-sensitivity 0 "$cli" sensitivity minilm-l6 --scheme w4-int4 --limit 8 \
+    --report "$tmp/sens.json"
+  expect minilm-sensitivity-rows report "$tmp/sens.json" "
+assert d['metric']['name'] == 'embedding_cosine' and len(d['layers']) == 36
+assert all(l['drop'] >= -1e-6 for l in d['layers']), d['layers'][:3]
+"
 else
   echo "SKIP minilm-l6: not built (bitlens-cli zoo build minilm-l6)"
 fi
