@@ -30,20 +30,26 @@ Result<io::Dataset> loadModelData(const Model& model, const std::string& path,
     const bool calibration = split == "train";
     text::TextDataOptions t;
     t.layout = lm ? text::TextLayout::Stream : text::TextLayout::Lines;
-    t.seqLen = options.seqLen > 0 ? options.seqLen : lm ? kLmSeqLen : kEncoderSeqLen;
-    if (lm) {
-        // Windows of a model longer than its context would run positions it never saw.
-        if (auto it = model.graph().metadata.find("context_length");
-            it != model.graph().metadata.end()) {
-            try {
-                const std::int64_t context = std::stoll(it->second);
-                if (context > 1 && t.seqLen > context)
-                    return Error::usage("sequence length " + std::to_string(t.seqLen) +
-                                        " is longer than the model's context of " +
-                                        std::to_string(context) + " tokens");
-            } catch (const std::exception&) {
-            }
+    // Rows longer than the model's context would run positions it never saw (or has no
+    // position embedding for): the default is cut to it, a longer --seq-len is refused.
+    std::int64_t context = 0;
+    if (auto it = model.graph().metadata.find("context_length");
+        it != model.graph().metadata.end()) {
+        try {
+            context = std::stoll(it->second);
+        } catch (const std::exception&) {
+            context = 0;
         }
+    }
+    t.seqLen = options.seqLen > 0 ? options.seqLen : lm ? kLmSeqLen : kEncoderSeqLen;
+    if (context > 1 && t.seqLen > context) {
+        if (options.seqLen > 0)
+            return Error::usage("sequence length " + std::to_string(t.seqLen) +
+                                " is longer than the model's context of " +
+                                std::to_string(context) + " tokens");
+        t.seqLen = context;
+    }
+    if (lm) {
         std::int64_t windows = options.limit > 0 ? options.limit
                                : calibration     ? kLmCalibWindows
                                                  : kLmEvalWindows;

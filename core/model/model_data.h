@@ -32,7 +32,8 @@ struct ModelDataOptions {
     /// Samples kept: images / rows, or token windows (LMs) / lines (encoders) of text;
     /// 0 = all of a non-text file, the defaults above for text.
     std::int64_t limit = 0;
-    std::int64_t seqLen = 0;    ///< text: window / row length in tokens; 0 = the default
+    std::int64_t seqLen = 0;    ///< text: window / row length in tokens; 0 = the default,
+                                ///< cut to the model's context (a longer one is refused)
     std::int64_t maxTokens = 0; ///< LM text: token budget (windows = ceil(tokens / seqLen));
                                 ///< overrides limit; 0 = none
 };

@@ -298,6 +298,22 @@ TEST(OpenModel, BertFolderCarriesItsTokenizerAndTextBecomesPaddedLines)
     auto limited = loadModelData(*model, dir.file("lines.txt"), "test", two);
     ASSERT_TRUE(limited.ok());
     EXPECT_EQ(limited->inputs.size(0), 2);
+
+    // A line longer than the model's 24 positions is cut to them (default length), and an
+    // explicit longer length is refused.
+    std::string longLine;
+    for (int i = 0; i < 40; ++i)
+        longLine += "the earth ";
+    writeText(dir.file("long.txt"), longLine + "\n");
+    auto cut = loadModelData(*model, dir.file("long.txt"), "test");
+    ASSERT_TRUE(cut.ok()) << cut.error().userMessage();
+    EXPECT_EQ(cut->inputs.size(1), 24);
+    EXPECT_EQ(cut->inputs[0][23].item<std::int64_t>(), *model->tokenizer()->tokenId("[SEP]"));
+    ModelDataOptions tooLong;
+    tooLong.seqLen = 64;
+    auto refused = loadModelData(*model, dir.file("long.txt"), "test", tooLong);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::Usage);
 }
 
 TEST(OpenModel, GgufLlamaMatchesTransformersAndCarriesItsTokenizer)
