@@ -77,6 +77,12 @@ QString metricTitle(const QString& metricName)
         return QStringLiteral("Top-1 accuracy");
     if (metricName == QLatin1String("top5"))
         return QStringLiteral("Top-5 accuracy");
+    if (metricName == QLatin1String("perplexity"))
+        return QStringLiteral("Perplexity");
+    if (metricName == QLatin1String("embedding_cosine"))
+        return QStringLiteral("Embedding cosine");
+    if (metricName == QLatin1String("output_agreement"))
+        return QStringLiteral("Output agreement");
     return metricName;
 }
 

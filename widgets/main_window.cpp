@@ -87,7 +87,8 @@ bool looksLikeData(const QString& path)
     }
     const QString name = info.fileName().toLower();
     return name.endsWith(QLatin1String(".npy")) || name.endsWith(QLatin1String(".npz")) ||
-           name.contains(QLatin1String("-ubyte")) || name.endsWith(QLatin1String(".idx"));
+           name.contains(QLatin1String("-ubyte")) || name.endsWith(QLatin1String(".idx")) ||
+           name.endsWith(QLatin1String(".txt"));
 }
 
 /// Menu text for a recent entry: "model.onnx  (/home/me/models)" or "fashion-cnn (demo zoo)".
@@ -835,8 +836,9 @@ void MainWindow::openData(const QString& path)
     const QString request = path.trimmed();
     m_dataJobs->start(
         tr("Loading %1").arg(QFileInfo(request).fileName()),
-        [target = request.toStdString()](Progress& progress, const CancelToken& cancel) {
-            return openDataForGui(target, progress, cancel);
+        [target = request.toStdString(), model = m_model ? m_model->model : nullptr](
+            Progress& progress, const CancelToken& cancel) {
+            return openDataForGui(target, progress, cancel, model);
         },
         [this, request](Result<DataInfo> result) { onDataOpened(request, std::move(result)); });
 }
@@ -1000,8 +1002,13 @@ void MainWindow::chooseModel()
                 : QDir::homePath();
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open Model"), start,
-        tr("Models (*.onnx *.safetensors *.gguf *.pt);;All files (*)"));
-    if (!path.isEmpty())
+        tr("Models (*.onnx *.safetensors *.gguf *.pt config.json);;All files (*)"));
+    if (path.isEmpty())
+        return;
+    // A Hugging Face folder is opened through its config.json.
+    if (QFileInfo(path).fileName() == QLatin1String("config.json"))
+        openModel(QFileInfo(path).absolutePath());
+    else
         openModel(path);
 }
 
@@ -1013,7 +1020,7 @@ void MainWindow::chooseData(bool folder)
         folder ? QFileDialog::getExistingDirectory(this, tr("Open Data Folder"), start)
                : QFileDialog::getOpenFileName(
                      this, tr("Open Data"), start,
-                     tr("Data (*.npy *.npz *-ubyte *-ubyte.gz *.idx);;All files (*)"));
+                     tr("Data (*.npy *.npz *-ubyte *-ubyte.gz *.idx *.txt);;All files (*)"));
     if (!path.isEmpty())
         openData(path);
 }

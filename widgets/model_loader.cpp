@@ -2,6 +2,7 @@
 
 #include "io/dataset.h"
 #include "ir/graph.h"
+#include "model/model_data.h"
 #include "zoo/zoo.h"
 
 #include <c10/core/InferenceMode.h>
@@ -136,11 +137,16 @@ Result<OpenedModel> openModelForGui(const std::string& request, Progress& progre
 }
 
 Result<DataInfo> openDataForGui(const std::string& path, Progress& progress,
-                                const CancelToken& cancel)
+                                const CancelToken& cancel, std::shared_ptr<Model> model)
 {
     const c10::InferenceMode inferenceMode;
     try {
-        Result<io::Dataset> dataset = io::loadDataset(path, "test", 0, progress, cancel);
+        if (isTextData(path) && !model)
+            return Error::usage("open a model with a tokenizer first: text data is cut into "
+                                "tokens by the model's own tokenizer");
+        Result<io::Dataset> dataset = model ? loadModelData(*model, path, "test", {}, progress,
+                                                            cancel)
+                                            : io::loadDataset(path, "test", 0, progress, cancel);
         if (!dataset)
             return dataset.error();
         const io::DatasetSummary summary = io::summarize(dataset.value());

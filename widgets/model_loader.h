@@ -34,7 +34,7 @@ struct OpenedModel {
 /// A data set opened for the GUI (mirrors io::DatasetSummary, whose header holds tensors).
 struct DataInfo {
     std::string path;
-    std::string kind;                       ///< "idx", "image-folder", "npy", "npz"
+    std::string kind;                       ///< "idx", "image-folder", "npy", "npz", "text"
     std::int64_t samples = 0;               ///< samples in the split that was read
     std::vector<std::int64_t> sampleShape;  ///< one sample, without the batch dimension
     std::int64_t classes = 0;               ///< 0 when unlabelled
@@ -45,8 +45,11 @@ struct DataInfo {
 Result<OpenedModel> openModelForGui(const std::string& request, Progress& progress,
                                     const CancelToken& cancel);
 
-/// Loads the data set at `path` (test split for IDX folders) and summarizes it.
+/// Loads the data set at `path` (test split for IDX folders) and summarizes it. Text (.txt)
+/// is tokenized for `model` (token windows or lines, as a run will use it); without a model
+/// that has a tokenizer it is refused.
 Result<DataInfo> openDataForGui(const std::string& path, Progress& progress,
-                                const CancelToken& cancel);
+                                const CancelToken& cancel,
+                                std::shared_ptr<Model> model = nullptr);
 
 } // namespace bitlens::widgets

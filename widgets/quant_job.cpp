@@ -5,6 +5,7 @@
 #include "export/report_json.h"
 #include "io/dataset.h"
 #include "io/file_util.h"
+#include "model/model_data.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
 #include "train/qat.h"
@@ -67,19 +68,22 @@ Progress subProgress(Progress& outer, double begin, double end, std::string pref
     });
 }
 
-/// Loads (or reuses) `path` with `split` and at least `limit` samples (0 = all).
+/// Loads (or reuses) `path` with `split` and at least `limit` samples (0 = all; text: the
+/// defaults of model/model_data.h), tokenized for `model` when it is text.
 Result<const io::Dataset*> ensureData(QuantSession::State& state,
                                       std::optional<QuantSession::State::Loaded>& slot,
-                                      const std::string& path, const std::string& split,
-                                      std::int64_t limit, Progress& progress,
-                                      const CancelToken& cancel)
+                                      const Model& model, const std::string& path,
+                                      const std::string& split, std::int64_t limit,
+                                      Progress& progress, const CancelToken& cancel)
 {
     if (path.empty())
         return static_cast<const io::Dataset*>(nullptr);
     if (slot && slot->path == path && slot->split == split && slot->limit == limit)
         return &slot->data;
     progress.report(0.0, "loading " + path);
-    auto data = io::loadDataset(path, split, limit, Progress::none(), cancel);
+    ModelDataOptions options;
+    options.limit = limit;
+    auto data = loadModelData(model, path, split, options, Progress::none(), cancel);
     if (!data)
         return data.error();
     if (data->size() == 0)
@@ -114,17 +118,24 @@ Result<ResolvedData> resolveData(QuantSession& session, const QuantRequest& requ
         return Error::usage("open data (File > Open Data) first: layer errors are measured on "
                             "real samples");
     QuantSession::State& state = session.state();
+    const Model& model = *session.model();
     ResolvedData resolved;
-    auto calib = ensureData(state, state.calib, calibPath, "train", calibSamples, progress, cancel);
+    // Text takes the token-window defaults unless the scheme names its own calibration count.
+    const std::int64_t calibLimit =
+        isTextData(calibPath) && calibSamples == quant::Scheme().calibSamples ? 0 : calibSamples;
+    auto calib = ensureData(state, state.calib, model, calibPath, "train", calibLimit, progress,
+                            cancel);
     if (!calib)
         return calib.error();
     resolved.calib = *calib;
-    auto eval = ensureData(state, state.eval, evalPath, "test", request.evalLimit, progress,
-                           cancel);
+    auto eval = ensureData(state, state.eval, model, evalPath, "test", request.evalLimit,
+                           progress, cancel);
     if (!eval)
         return eval.error();
-    // Unlabelled evaluation data still gives layer errors, just no task metric.
-    resolved.eval = *eval && (*eval)->labels.defined() ? *eval : nullptr;
+    // Unlabelled evaluation data still gives layer errors, just no top-1; the metrics of
+    // sequence models (perplexity, embedding cosine, agreement) need no labels.
+    const bool needsLabels = model.summary().task == "classification";
+    resolved.eval = *eval && (!needsLabels || (*eval)->labels.defined()) ? *eval : nullptr;
     if (!resolved.calib)
         resolved.calib = *eval;
     return resolved;
@@ -236,6 +247,7 @@ Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
         state.floatMetric = report->metricFloat;
     report->modelPath = session.model()->path();
     report->modelFormat = session.model()->format();
+    report->modelNote = session.model()->note();
     return exporting::reportToJson(*report);
 }
 

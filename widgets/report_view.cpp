@@ -36,7 +36,13 @@ namespace {
 
 QString metricName(const std::string& name)
 {
-    return name == "top1" ? QStringLiteral("top-1") : QString::fromStdString(name);
+    if (name == "top1")
+        return QStringLiteral("top-1");
+    if (name == "embedding_cosine")
+        return QStringLiteral("embedding cosine");
+    if (name == "output_agreement")
+        return QStringLiteral("output agreement");
+    return QString::fromStdString(name);
 }
 
 /// The compare table's proxy: sorts by raw values and gives the columns short headers (the full
@@ -82,16 +88,26 @@ QString reportSummary(const nlohmann::json& report)
         metric.value("quantized", nlohmann::json()).is_number()) {
         const double f = metric["float"].get<double>();
         const double q = metric["quantized"].get<double>();
-        QString name = metricName(metric.value("name", std::string("metric")));
+        const std::string raw = metric.value("name", std::string("metric"));
+        // Perplexity counts scored tokens and changes by a ratio; the others are fractions.
+        const bool perplexity = raw == "perplexity";
+        QString name = metricName(raw);
         if (const nlohmann::json samples = metric.value("samples", nlohmann::json());
             samples.is_number_integer())
-            name = QObject::tr("%1 on %2 samples")
+            name = (perplexity ? QObject::tr("%1 on %2 tokens") : QObject::tr("%1 on %2 samples"))
                        .arg(name, formatCount(samples.get<std::int64_t>()));
-        parts << QObject::tr("%1 %2 -> %3 (%4 points)")
-                     .arg(name)
-                     .arg(f, 0, 'f', 4)
-                     .arg(q, 0, 'f', 4)
-                     .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
+        if (perplexity)
+            parts << QObject::tr("%1 %2 -> %3 (%4 %)")
+                         .arg(name)
+                         .arg(f, 0, 'f', 3)
+                         .arg(q, 0, 'f', 3)
+                         .arg(QString::asprintf("%+.2f", f > 0 ? 100.0 * (q / f - 1.0) : 0.0));
+        else
+            parts << QObject::tr("%1 %2 -> %3 (%4 points)")
+                         .arg(name)
+                         .arg(f, 0, 'f', 4)
+                         .arg(q, 0, 'f', 4)
+                         .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
     }
     const nlohmann::json size = report.value("size_bytes", nlohmann::json());
     if (size.is_object() && size.value("float", nlohmann::json()).is_number() &&

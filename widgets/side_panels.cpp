@@ -84,8 +84,9 @@ void FormPanel::setPlaceholder(const QString& text)
 ModelInfoPanel::ModelInfoPanel(QWidget* parent) : FormPanel(tr("Model"), parent)
 {
     setObjectName(QStringLiteral("modelInfoPanel"));
-    for (const QString& key : {tr("Name"), tr("Format"), tr("File"), tr("Inputs"), tr("Outputs"),
-                               tr("Layers"), tr("Params"), tr("Size"), tr("Note")})
+    for (const QString& key : {tr("Name"), tr("Format"), tr("File"), tr("Task"), tr("Tokenizer"),
+                               tr("Inputs"), tr("Outputs"), tr("Layers"), tr("Params"), tr("Size"),
+                               tr("Note")})
         addRow(key);
     showModel(nullptr);
 }
@@ -101,14 +102,29 @@ void ModelInfoPanel::showModel(const OpenedModel* opened)
     setValue(tr("Name"), QString::fromStdString(opened->displayName));
     setValue(tr("Format"), QString::fromStdString(summary.format));
     setValue(tr("File"), QFileInfo(path).fileName(), path);
+    // Sequence models name their architecture and the metric their runs report.
+    const QString task = summary.task.empty() || summary.task == "classification"
+                             ? QString()
+                             : QStringLiteral("%1 (%2)").arg(
+                                   QString::fromStdString(summary.architecture.empty()
+                                                              ? summary.task
+                                                              : summary.architecture + ", " +
+                                                                    summary.task),
+                                   QString::fromStdString(summary.metric));
+    setValue(tr("Task"), task);
+    const QString tokenizer = QString::fromStdString(summary.tokenizerPath);
+    setValue(tr("Tokenizer"), QFileInfo(tokenizer).fileName(), tokenizer);
     setValue(tr("Inputs"), tensorsText(summary.inputs));
     setValue(tr("Outputs"), tensorsText(summary.outputs));
     setValue(tr("Layers"), QString::number(summary.layers.size()));
     setValue(tr("Params"), formatCount(summary.params));
     setValue(tr("Size"), bytesText(summary.bytes),
              tr("%1 bytes of weights as stored").arg(formatCount(summary.bytes)));
-    // Caveats such as "untrusted: TorchScript holds code; BitLens only reads its tensors".
+    // The float-baseline caveat, then others such as "untrusted: TorchScript holds code;
+    // BitLens only reads its tensors".
     QStringList notes;
+    if (!summary.note.empty())
+        notes << QString::fromStdString(summary.note);
     for (const auto& note : summary.notes)
         notes << QString::fromStdString(note);
     setValue(tr("Note"), notes.isEmpty() ? QString() : notes.first(), notes.join(QLatin1Char('\n')));

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace bitlens::analysis {
@@ -110,7 +111,16 @@ Result<MetricValue> evaluatePerplexity(const ir::Graph& graph, const at::Tensor&
             executor.addHook(hook);
         double nllSum = 0.0;
         std::int64_t scored = 0;
-        auto r = forBatches(windows.size(0), options.batchSize, progress, cancel,
+        // Logits are [B, S, vocab] float32: at most ~256 MB of them per batch (2 windows of 512
+        // tokens for a 49k vocabulary). Bigger batches gain nothing in GEMM speed here and cost
+        // page faults on every batch.
+        std::int64_t batch = options.batchSize;
+        if (!graph.outputs.empty() && !graph.outputs.front().shape.empty() &&
+            graph.outputs.front().shape.back() > 0) {
+            const std::int64_t windowBytes = seq * graph.outputs.front().shape.back() * 4;
+            batch = std::clamp<std::int64_t>((std::int64_t{256} << 20) / windowBytes, 1, batch);
+        }
+        auto r = forBatches(windows.size(0), batch, progress, cancel,
                             [&](std::int64_t start, std::int64_t end) -> Result<void> {
             const at::Tensor ids = windows.slice(0, start, end).to(at::kLong);
             auto logits = firstOutput(executor, graph, ids, path);
@@ -127,10 +137,16 @@ Result<MetricValue> evaluatePerplexity(const ir::Graph& graph, const at::Tensor&
                 targets.min().item<std::int64_t>() < 0)
                 return Error::badInput(path, "a token id is outside the model's vocabulary of " +
                                                  std::to_string(l.size(2)));
-            // Token t + 1 given tokens 0..t: log-probabilities of the targets [b, S - 1].
-            const at::Tensor logp = at::log_softmax(l.slice(1, 0, seq - 1).to(at::kFloat), -1)
-                                        .gather(2, targets.unsqueeze(-1))
-                                        .squeeze(-1);
+            // Token t + 1 given tokens 0..t: log-probabilities of the targets [b, S - 1],
+            // as the target's logit minus the log-sum-exp of its row, one window at a time
+            // so the temporary is one window's [S - 1, vocab], not the batch's.
+            std::vector<at::Tensor> rows;
+            for (std::int64_t b = 0; b < end - start; ++b) {
+                const at::Tensor lw = l[b].slice(0, 0, seq - 1).to(at::kFloat);
+                rows.push_back(lw.gather(1, targets[b].unsqueeze(-1)).squeeze(-1) -
+                               at::logsumexp(lw, -1));
+            }
+            const at::Tensor logp = at::stack(rows);
             // Windows after the first score only targets past the overlap (target position
             // p = t + 1 >= overlap), the tokens the previous window did not reach.
             at::Tensor keep = at::ones_like(logp, at::TensorOptions().dtype(at::kBool));

@@ -76,6 +76,7 @@ struct Throughput {
 struct QuantReport {
     std::string modelPath;
     std::string modelFormat;
+    std::string modelNote;  ///< Model::note(): e.g. the float baseline of a quantized GGUF
     std::int64_t params = 0;
     std::string schemeSpec;
     quant::Scheme scheme;

@@ -120,8 +120,11 @@ json reportToJson(const analysis::QuantReport& r)
     const std::string metricName = r.metricFloat     ? r.metricFloat->name
                                    : r.metricQuantized ? r.metricQuantized->name
                                                        : "top1";
+    json model = {{"path", r.modelPath}, {"format", r.modelFormat}, {"params", r.params}};
+    if (!r.modelNote.empty())
+        model["note"] = r.modelNote;
     json j = {{"bitlens_version", BITLENS_VERSION},
-            {"model", {{"path", r.modelPath}, {"format", r.modelFormat}, {"params", r.params}}},
+            {"model", model},
             {"scheme", quant::schemeToJson(r.scheme)},
             {"metric",
              {{"name", metricName},

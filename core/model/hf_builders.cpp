@@ -167,7 +167,12 @@ public:
                                                              t.scalar_type())) +
                                                          ", expected a float type")};
         at::Tensor f = t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
-        if (!at::isfinite(f).all().item<bool>())
+        // One reduction pass without a mask tensor: NaN propagates through min/max and
+        // +-inf shows in them, so both ends are finite exactly when every element is.
+        const auto [lo, hi] = f.numel() > 0 ? at::aminmax(f)
+                                            : std::tuple<at::Tensor, at::Tensor>(
+                                                  at::zeros({}), at::zeros({}));
+        if (!std::isfinite(lo.item<float>()) || !std::isfinite(hi.item<float>()))
             throw BuildError{Error::badInput(m_path, "tensor '" + display(stored) +
                                                          "' holds NaN or infinite values")};
         m_cache[stored] = f;

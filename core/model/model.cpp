@@ -1,14 +1,24 @@
 #include "model/model.h"
 
+#include "analysis/lm_metrics.h"
 #include "exec/executor.h"
 #include "io/file_util.h"
+#include "io/gguf.h"
 #include "io/onnx.h"
+#include "io/safetensors.h"
 #include "io/torchscript.h"
 #include "ir/graph.h"
+#include "model/hf_builders.h"
+#include "text/tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 #include <fstream>
+#include <new>
 
 namespace bitlens {
 
@@ -34,6 +44,8 @@ std::string detectFormat(const std::string& path)
         return "gguf";
     if (ext == ".pt" || ext == ".pth" || ext == ".torchscript")
         return "torchscript";
+    if (path.size() > 23 && path.ends_with(".safetensors.index.json"))
+        return "safetensors";
     return "onnx";
 }
 
@@ -64,15 +76,226 @@ Result<std::shared_ptr<Model>> openTorchArchive(const std::string& path, Progres
     summary->notes.push_back("parameters: " + io::describeTensors(*archive));
     progress.report(1.0, "done");
     const std::string format = summary->format;
-    return std::make_shared<Model>(path, format, std::move(shared), std::move(summary).value());
+    return std::make_shared<Model>(path, format, std::move(shared), std::move(summary).value());}
+
+namespace fs = std::filesystem;
+
+/// A graph read from some format, with what the summary adds to it.
+struct Loaded {
+    ir::Graph graph;
+    std::string architecture;
+    std::string note;
+    std::string tokenizerPath;
+    std::shared_ptr<const text::Tokenizer> tokenizer;
+};
+
+/// Where a Hugging Face model lives: its weights (file or index) and its config.json.
+struct HfFiles {
+    std::string weights;
+    std::string config;
+    std::string dir;
+};
+
+Result<HfFiles> locateHf(const std::string& path)
+{
+    std::error_code ec;
+    HfFiles files;
+    if (fs::is_directory(path, ec)) {
+        files.dir = path;
+        for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
+            if (fs::is_regular_file(fs::path(path) / name, ec)) {
+                files.weights = (fs::path(path) / name).string();
+                break;
+            }
+        if (files.weights.empty())
+            return Error::badInput(path, "is a folder without model.safetensors or "
+                                         "model.safetensors.index.json (a Hugging Face model "
+                                         "folder holds config.json and its weights)");
+    } else {
+        files.weights = path;
+        const fs::path parent = fs::path(path).parent_path();
+        files.dir = parent.empty() ? std::string(".") : parent.string();
+    }
+    files.config = (fs::path(files.dir) / "config.json").string();
+    if (!fs::is_regular_file(files.config, ec))
+        return Error::unsupported(path, "no config.json beside the weights, so the architecture "
+                                        "is unknown (BitLens builds bert, llama and gpt2 models "
+                                        "from a Hugging Face config.json)");
+    return files;
+}
+
+/// The tokenizer in a model folder (tokenizer.json, else vocab.txt), or none. A tokenizer that
+/// is present but unreadable fails the open: text data could not be used with the model.
+Result<std::shared_ptr<const text::Tokenizer>> tokenizerIn(const std::string& dir,
+                                                           std::string& foundPath)
+{
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "vocab.txt"}) {
+        const std::string candidate = (fs::path(dir) / name).string();
+        if (!fs::is_regular_file(candidate, ec))
+            continue;
+        auto t = text::loadTokenizer(candidate);
+        if (!t)
+            return t.error();
+        foundPath = candidate;
+        return std::shared_ptr<const text::Tokenizer>(std::move(t).value());
+    }
+    return std::shared_ptr<const text::Tokenizer>();
+}
+
+Result<Loaded> loadSafetensorsModel(const std::string& path, Progress& progress,
+                                    const CancelToken& cancel)
+{
+    auto files = locateHf(path);
+    if (!files)
+        return files.error();
+    auto configBytes = io::readFileBytes(files->config);
+    if (!configBytes)
+        return configBytes.error();
+    const auto config = nlohmann::json::parse(configBytes->begin(), configBytes->end(), nullptr,
+                                              false);
+    if (config.is_discarded() || !config.is_object())
+        return Error::badInput(files->config, "not a JSON object");
+    // Refuse an unknown architecture before mapping gigabytes of weights.
+    const std::string type = config.value("model_type", std::string());
+    if (type != "bert" && type != "llama" && type != "gpt2")
+        return Error::unsupported(files->config,
+                                  type.empty() ? std::string("no \"model_type\": the "
+                                                             "architecture is unknown")
+                                               : "model_type '" + type +
+                                                     "' is not supported (bert, llama, gpt2)");
+    progress.report(0.1, "mapping " + fs::path(files->weights).filename().string());
+    auto weights = io::readSafetensors(files->weights);
+    if (!weights)
+        return weights.error();
+    if (cancel.cancelled())
+        return Error::cancelled();
+    progress.report(0.3, "building the " + type + " graph");
+    auto graph = model::buildFromHfConfig(config, weights->tensors, path);
+    if (!graph)
+        return graph.error();
+    Loaded loaded{std::move(graph).value(), type, {}, {}, nullptr};
+    auto tokenizer = tokenizerIn(files->dir, loaded.tokenizerPath);
+    if (!tokenizer)
+        return tokenizer.error();
+    loaded.tokenizer = std::move(tokenizer).value();
+    return loaded;
+}
+
+/// GGUF metadata of one architecture as the JSON object buildLlamaFromGguf reads.
+nlohmann::json ggufHyperParameters(const io::GgufFile& file, const std::string& arch)
+{
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [key, value] : file.metadata()) {
+        if (!key.starts_with(arch + "."))
+            continue;
+        if (const auto* u = std::get_if<std::uint64_t>(&value.data))
+            j[key] = *u;
+        else if (const auto* i = std::get_if<std::int64_t>(&value.data))
+            j[key] = *i;
+        else if (const auto* d = std::get_if<double>(&value.data))
+            j[key] = *d;
+        else if (const auto* b = std::get_if<bool>(&value.data))
+            j[key] = *b;
+        else if (const auto* str = std::get_if<std::string>(&value.data))
+            j[key] = *str;
+    }
+    return j;
+}
+
+/// "float baseline = dequantized Q4_1 weights (GGUF tensors: 210 Q4_1, 1 Q8_0, 61 F32)", or
+/// empty when every tensor is stored as plain float32.
+std::string ggufNote(const io::GgufFile& file)
+{
+    std::map<std::string, int> counts;
+    for (const auto& info : file.tensors())
+        ++counts[std::string(quant::ggmlTraits(info.type).name)];
+    if (counts.size() == 1 && counts.count("F32") == 1)
+        return {};
+    std::string main;
+    int most = 0;
+    for (const auto& [name, count] : counts)
+        if (name != "F32" && count > most) {
+            main = name;
+            most = count;
+        }
+    std::vector<std::pair<int, std::string>> order;
+    for (const auto& [name, count] : counts)
+        order.emplace_back(-count, name);
+    std::sort(order.begin(), order.end());
+    std::string list;
+    for (const auto& [negCount, name] : order)
+        list += (list.empty() ? "" : ", ") + std::to_string(-negCount) + " " + name;
+    return "float baseline = dequantized " + main + " weights (GGUF tensors: " + list +
+           "), not the original unquantized model";
+}
+
+Result<Loaded> loadGgufModel(const std::string& path, Progress& progress,
+                             const CancelToken& cancel)
+{
+    auto file = io::GgufFile::open(path);
+    if (!file)
+        return file.error();
+    auto arch = file->getString("general.architecture");
+    if (!arch)
+        return arch.error();
+    if (*arch != "llama")
+        return Error::unsupported(path, "GGUF architecture '" + *arch +
+                                            "' is not supported (llama)");
+    // Every tensor as float32: F32 ones stay views into the mapping, block types are
+    // dequantized (in parallel over blocks) — these copies are the model's float weights.
+    std::map<std::string, at::Tensor> weights;
+    const auto& infos = file->tensors();
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+        if (cancel.cancelled())
+            return Error::cancelled();
+        auto t = file->dequantize(infos[i].name);
+        if (!t)
+            return t.error();
+        weights.emplace(infos[i].name, std::move(t).value());
+        if (i % 16 == 0)
+            progress.report(0.05 + 0.5 * static_cast<double>(i) / static_cast<double>(infos.size()),
+                            "dequantizing " + infos[i].name);
+    }
+    progress.report(0.55, "building the llama graph");
+    auto graph = model::buildLlamaFromGguf(ggufHyperParameters(*file, *arch), weights, path);
+    if (!graph)
+        return graph.error();
+    weights.clear();
+    Loaded loaded{std::move(graph).value(), *arch, ggufNote(*file), {}, nullptr};
+    if (file->find("tokenizer.ggml.tokens")) {
+        auto tokenizer = text::loadGgufTokenizer(*file);
+        if (!tokenizer)
+            return tokenizer.error();
+        loaded.tokenizer = std::shared_ptr<const text::Tokenizer>(std::move(tokenizer).value());
+        loaded.tokenizerPath = path;
+    }
+    return loaded;
+}
+
+Result<Loaded> loadAny(const std::string& path, const std::string& format, Progress& progress,
+                       const CancelToken& cancel)
+{
+    if (format == "safetensors")
+        return loadSafetensorsModel(path, progress, cancel);
+    if (format == "gguf")
+        return loadGgufModel(path, progress, cancel);
+    if (format != "onnx")
+        return Error::unsupported(path, "this is a " + format +
+                                            " file; BitLens reads ONNX, safetensors (with "
+                                            "config.json), GGUF and TorchScript models");
+    auto graph = io::readOnnxFile(path);
+    if (!graph)
+        return graph.error();
+    return Loaded{std::move(graph).value(), {}, {}, {}, nullptr};
 }
 
 } // namespace
 
 Model::Model(std::string path, std::string format, std::shared_ptr<ir::Graph> graph,
-             ModelSummary summary)
+             ModelSummary summary, std::shared_ptr<const text::Tokenizer> tokenizer)
     : m_path(std::move(path)), m_format(std::move(format)), m_graph(std::move(graph)),
-      m_summary(std::move(summary))
+      m_summary(std::move(summary)), m_tokenizer(std::move(tokenizer))
 {
 }
 
@@ -80,29 +303,41 @@ Result<std::shared_ptr<Model>> openModel(const std::string& path, Progress& prog
                                          const CancelToken& cancel)
 {
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec))
+    if (!fs::exists(path, ec))
         return Error::badInput(path, "cannot open file: no such file");
-    if (std::filesystem::is_directory(path, ec))
-        return Error::badInput(path, "is a directory, expected a model file");
-    const std::string format = detectFormat(path);
+    const bool folder = fs::is_directory(path, ec);
+    if (folder && !fs::is_regular_file(fs::path(path) / "config.json", ec))
+        return Error::badInput(path, "is a folder without config.json; expected a model file "
+                                     "or a Hugging Face model folder (config.json + "
+                                     "model.safetensors)");
+    const std::string format = folder ? std::string("safetensors") : detectFormat(path);
     progress.report(0.0, "reading " + format);
     if (format == "torchscript")
         return openTorchArchive(path, progress, cancel);
-    if (format != "onnx")
-        return Error::unsupported(path, "this is a " + format +
-                                            " file; BitLens reads ONNX models so far");
-    auto graph = io::readOnnxFile(path);
-    if (!graph)
-        return graph.error();
+    Result<Loaded> loaded = Error::runtime("not loaded");
+    try {
+        loaded = loadAny(path, format, progress, cancel);
+    } catch (const std::bad_alloc&) {
+        return Error::runtime("out of memory while reading the model", path);
+    } catch (const c10::Error& e) {
+        return Error::badInput(path, std::string("reading the model failed: ") +
+                                         e.what_without_backtrace());
+    }
+    if (!loaded)
+        return loaded.error();
     if (cancel.cancelled())
         return Error::cancelled();
     progress.report(0.6, "inferring shapes");
-    auto shared = std::make_shared<ir::Graph>(std::move(graph).value());
+    auto shared = std::make_shared<ir::Graph>(std::move(loaded->graph));
     auto summary = summarize(*shared, path, format);
     if (!summary)
         return summary.error();
+    summary->architecture = loaded->architecture;
+    summary->note = loaded->note;
+    summary->tokenizerPath = loaded->tokenizerPath;
     progress.report(1.0, "done");
-    return std::make_shared<Model>(path, format, std::move(shared), std::move(summary).value());
+    return std::make_shared<Model>(path, format, std::move(shared), std::move(summary).value(),
+                                   std::move(loaded->tokenizer));
 }
 
 Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
@@ -112,6 +347,12 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
     summary.path = path;
     summary.format = format;
     summary.name = graph.name;
+    const analysis::Task task = analysis::taskOf(graph);
+    summary.task = task == analysis::Task::LanguageModel ? "lm"
+                   : task == analysis::Task::Embedding   ? "embedding"
+                   : task == analysis::Task::Sequence    ? "sequence"
+                                                         : "classification";
+    summary.metric = std::string(analysis::metricNameOf(task));
     summary.params = graph.parameterCount();
     summary.bytes = graph.parameterBytes();
     for (const auto& in : graph.inputs)

@@ -15,6 +15,9 @@ namespace bitlens {
 namespace ir {
 class Graph;
 }
+namespace text {
+class Tokenizer;
+}
 
 /// One layer (graph node) as a user sees it in the layer table.
 struct LayerSummary {
@@ -36,8 +39,15 @@ struct TensorSummary {
 /// What BitLens shows about an open model.
 struct ModelSummary {
     std::string path;
-    std::string format;       ///< "onnx", ...
+    std::string format;       ///< "onnx", "safetensors", "gguf"
     std::string name;         ///< graph name
+    std::string architecture; ///< "bert", "llama", "gpt2" for built graphs; empty for ONNX
+    std::string task;         ///< graph metadata "task": classification, lm, embedding, sequence
+    std::string metric;       ///< the task's metric: top1, perplexity, embedding_cosine, ...
+    /// What the user must know about the numbers, e.g. "float baseline = dequantized Q4_1
+    /// weights ..." for a GGUF file that was already quantized; empty when nothing.
+    std::string note;
+    std::string tokenizerPath; ///< where the model's tokenizer was read from; empty: none
     std::int64_t params = 0;  ///< all parameters
     std::int64_t bytes = 0;   ///< all weights as stored
     std::vector<TensorSummary> inputs;
@@ -48,27 +58,43 @@ struct ModelSummary {
     std::vector<std::string> notes;
 };
 
-/// An open model: the graph plus its summary. Shared between the GUI and its jobs.
+/// An open model: the graph plus its summary (and, for language models and encoders, its
+/// tokenizer). Shared between the GUI and its jobs; immutable once opened.
 class Model {
 public:
     Model(std::string path, std::string format, std::shared_ptr<ir::Graph> graph,
-          ModelSummary summary);
+          ModelSummary summary, std::shared_ptr<const text::Tokenizer> tokenizer = nullptr);
     const std::string& path() const { return m_path; }
     const std::string& format() const { return m_format; }
     const ir::Graph& graph() const { return *m_graph; }
     std::shared_ptr<ir::Graph> sharedGraph() const { return m_graph; }
     const ModelSummary& summary() const { return m_summary; }
+    /// The model's tokenizer (tokenizer.json / vocab.txt beside the weights, or the GGUF's own
+    /// vocabulary), or null for models that read no text.
+    const std::shared_ptr<const text::Tokenizer>& tokenizer() const { return m_tokenizer; }
+    /// summary().note: what the float baseline is when it is not the original model.
+    const std::string& note() const { return m_summary.note; }
 
 private:
     std::string m_path;
     std::string m_format;
     std::shared_ptr<ir::Graph> m_graph;
     ModelSummary m_summary;
+    std::shared_ptr<const text::Tokenizer> m_tokenizer;
 };
 
-/// Opens a model file (format detected from its content and extension), checks it, and
-/// infers layer shapes. Errors name the file: BadInput for corrupt files, Unsupported for
-/// ops or formats BitLens does not run.
+/// Opens a model (format detected from its content and extension), checks it, and infers
+/// layer shapes:
+///  - ONNX files;
+///  - safetensors: a .safetensors file with config.json beside it, a
+///    model.safetensors.index.json (sharded), or a Hugging Face folder (config.json +
+///    model.safetensors[.index.json]); weights stay memory-mapped where they are float32;
+///    the config's model_type picks the builder (bert, llama, gpt2);
+///  - GGUF files with general.architecture "llama"; every tensor is dequantized to float32,
+///    so the float baseline is the file's own (quantized) weights — summary().note says so.
+/// The tokenizer beside the weights (or inside the GGUF) is loaded with the model.
+/// Errors name the file: BadInput for corrupt files (truncated, lying headers), Unsupported
+/// for an architecture, op or format BitLens does not run (named).
 Result<std::shared_ptr<Model>> openModel(const std::string& path,
                                          Progress& progress = Progress::none(),
                                          const CancelToken& cancel = CancelToken());

@@ -1,6 +1,7 @@
 #include "text/tokenizer.h"
 
 #include "io/file_util.h"
+#include "io/gguf.h"
 #include "text/bpe.h"
 #include "text/unicode.h"
 #include "text/wordpiece.h"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace bitlens::text {
 
@@ -76,6 +78,36 @@ std::size_t leadingWhitespace(std::string_view s)
         n += enc.size();
     }
     return n;
+}
+
+/// True when the file starts with the GGUF magic (a model file under any name).
+bool hasGgufMagic(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+/// An optional token id key: absent is nullopt; present but not a whole number in int32 range
+/// is an error naming the key.
+Result<std::optional<std::int32_t>> optionalId(const io::GgufFile& file, const std::string& key)
+{
+    if (!file.find(key))
+        return std::optional<std::int32_t>();
+    auto v = file.getInt(key);
+    if (!v)
+        return v.error();
+    if (*v < 0 || *v > std::numeric_limits<std::int32_t>::max())
+        return Error::badInput(file.path(), "key '" + key + "' is " + std::to_string(*v) +
+                                                ", not a token id");
+    return std::optional<std::int32_t>(static_cast<std::int32_t>(*v));
+}
+
+Result<bool> optionalFlag(const io::GgufFile& file, const std::string& key, bool fallback)
+{
+    if (!file.find(key))
+        return fallback;
+    return file.getBool(key);
 }
 
 } // namespace
@@ -203,11 +235,11 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::string& path)
     if (!fs::exists(path, ec))
         return Error::badInput(path, "cannot open file: No such file or directory");
     const std::string ext = fs::path(path).extension().string();
-    if (ext == ".gguf") {
-        // Hook for the GGUF reader (issue #5): read tokenizer.ggml.model/pre/tokens/merges/
-        // token_type and the bos/eos/pad ids into a BpeVocab and call BpeTokenizer::fromVocab.
-        return Error::unsupported(path, "tokenizers inside GGUF files are read through the GGUF "
-                                        "reader; open the model, or pass a tokenizer.json");
+    if (ext == ".gguf" || hasGgufMagic(path)) {
+        auto file = io::GgufFile::open(path);
+        if (!file)
+            return file.error();
+        return loadGgufTokenizer(*file);
     }
     const auto size = fs::file_size(path, ec);
     if (ec)
@@ -259,6 +291,67 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::string& path)
         }
     }
     auto t = WordPieceTokenizer::fromVocabText(text, path, options);
+    if (!t)
+        return t.error();
+    return std::unique_ptr<Tokenizer>(std::move(*t));
+}
+
+Result<std::unique_ptr<Tokenizer>> loadGgufTokenizer(const io::GgufFile& file)
+{
+    const std::string& path = file.path();
+    if (!file.find("tokenizer.ggml.tokens"))
+        return Error::badInput(path, "this GGUF file holds no tokenizer (no tokenizer.ggml.tokens)");
+    auto model = file.getString("tokenizer.ggml.model");
+    if (!model)
+        return model.error();
+    if (*model != "gpt2")
+        return Error::unsupported(path, "GGUF tokenizer model '" + *model +
+                                            "' is not supported (only byte-level BPE, 'gpt2')");
+    BpeVocab vocab;
+    auto tokens = file.getStringArray("tokenizer.ggml.tokens");
+    if (!tokens)
+        return tokens.error();
+    vocab.tokens = std::move(tokens).value();
+    auto merges = file.getStringArray("tokenizer.ggml.merges");
+    if (!merges)
+        return merges.error();
+    vocab.merges = std::move(merges).value();
+    if (file.find("tokenizer.ggml.token_type")) {
+        auto types = file.getIntArray("tokenizer.ggml.token_type");
+        if (!types)
+            return types.error();
+        vocab.tokenTypes.reserve(types->size());
+        for (const std::int64_t t : *types) {
+            if (t < 0 || t > 6)
+                return Error::badInput(path, "tokenizer.ggml.token_type holds " +
+                                                 std::to_string(t) + " (types are 0 to 6)");
+            vocab.tokenTypes.push_back(static_cast<std::int32_t>(t));
+        }
+    }
+    if (file.find("tokenizer.ggml.pre")) {
+        auto pre = file.getString("tokenizer.ggml.pre");
+        if (!pre)
+            return pre.error();
+        vocab.pre = *pre;
+    }
+    auto bos = optionalId(file, "tokenizer.ggml.bos_token_id");
+    auto eos = optionalId(file, "tokenizer.ggml.eos_token_id");
+    auto pad = optionalId(file, "tokenizer.ggml.padding_token_id");
+    for (const auto* r : {&bos, &eos, &pad})
+        if (!*r)
+            return r->error();
+    vocab.bosId = *bos;
+    vocab.eosId = *eos;
+    vocab.padId = *pad;
+    auto addBos = optionalFlag(file, "tokenizer.ggml.add_bos_token", false);
+    if (!addBos)
+        return addBos.error();
+    auto addEos = optionalFlag(file, "tokenizer.ggml.add_eos_token", false);
+    if (!addEos)
+        return addEos.error();
+    vocab.addBos = *addBos;
+    vocab.addEos = *addEos;
+    auto t = BpeTokenizer::fromVocab(vocab, path);
     if (!t)
         return t.error();
     return std::unique_ptr<Tokenizer>(std::move(*t));

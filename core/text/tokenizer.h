@@ -18,6 +18,10 @@
 #include <string_view>
 #include <vector>
 
+namespace bitlens::io {
+class GgufFile;
+}
+
 namespace bitlens::text {
 
 /// Token ids of one text.
@@ -108,10 +112,16 @@ private:
 };
 
 /// Opens a tokenizer: a tokenizer.json (WordPiece or BPE model), a BERT vocab.txt (lower case
-/// unless a tokenizer_config.json beside it says do_lower_case false), or a folder holding one
-/// of these (tokenizer.json preferred). GGUF files are refused as unsupported here: the GGUF
-/// reader turns tokenizer.ggml.* into a BpeVocab and calls BpeTokenizer::fromVocab.
+/// unless a tokenizer_config.json beside it says do_lower_case false), a GGUF model file (its
+/// tokenizer.ggml.* keys, see loadGgufTokenizer), or a folder holding a tokenizer.json or
+/// vocab.txt (tokenizer.json preferred).
 Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::string& path);
+
+/// The byte-level BPE tokenizer stored in an opened GGUF file: tokenizer.ggml.model "gpt2",
+/// tokens, merges, token_type, pre, bos/eos/padding_token_id, add_bos/add_eos_token. A GGUF
+/// without tokenizer.ggml.tokens is BadInput; another tokenizer model (SentencePiece "llama",
+/// "bert", ...) is Unsupported, naming it.
+Result<std::unique_ptr<Tokenizer>> loadGgufTokenizer(const io::GgufFile& file);
 
 /// Reads a tokenizer.json or vocab.txt no bigger than this (256 MiB).
 inline constexpr std::uint64_t kMaxTokenizerFileBytes = 256ull << 20;

@@ -1,0 +1,90 @@
+#include "model/model_data.h"
+
+#include "ir/graph.h"
+#include "text/text_data.h"
+#include "text/tokenizer.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+namespace bitlens {
+
+bool isTextData(const std::string& path) { return text::isTextDataPath(path); }
+
+Result<io::Dataset> loadModelData(const Model& model, const std::string& path,
+                                  const std::string& split, const ModelDataOptions& options,
+                                  Progress& progress, const CancelToken& cancel)
+{
+    if (options.limit < 0 || options.seqLen < 0 || options.maxTokens < 0)
+        return Error::usage("sample, sequence and token limits must not be negative");
+    if (!text::isTextDataPath(path))
+        return io::loadDataset(path, split, options.limit, progress, cancel);
+
+    const auto& tokenizer = model.tokenizer();
+    if (!tokenizer)
+        return Error::unsupported(model.path(),
+                                  "has no tokenizer (no tokenizer.json or vocab.txt beside it), "
+                                  "so the text " + path + " cannot be used with it");
+    const bool lm = model.summary().task == "lm";
+    const bool calibration = split == "train";
+    text::TextDataOptions t;
+    t.layout = lm ? text::TextLayout::Stream : text::TextLayout::Lines;
+    // Rows longer than the model's context would run positions it never saw (or has no
+    // position embedding for): the default is cut to it, a longer --seq-len is refused.
+    std::int64_t context = 0;
+    if (auto it = model.graph().metadata.find("context_length");
+        it != model.graph().metadata.end()) {
+        try {
+            context = std::stoll(it->second);
+        } catch (const std::exception&) {
+            context = 0;
+        }
+    }
+    t.seqLen = options.seqLen > 0 ? options.seqLen : lm ? kLmSeqLen : kEncoderSeqLen;
+    if (context > 1 && t.seqLen > context) {
+        if (options.seqLen > 0)
+            return Error::usage("sequence length " + std::to_string(t.seqLen) +
+                                " is longer than the model's context of " +
+                                std::to_string(context) + " tokens");
+        t.seqLen = context;
+    }
+    if (lm) {
+        std::int64_t windows = options.limit > 0 ? options.limit
+                               : calibration     ? kLmCalibWindows
+                                                 : kLmEvalWindows;
+        if (options.maxTokens > 0)
+            windows = (options.maxTokens + t.seqLen - 1) / t.seqLen;
+        t.stride = t.seqLen;
+        t.maxSamples = windows;
+        t.maxTokens = windows * t.seqLen;
+    } else {
+        t.maxSamples = options.limit > 0 ? options.limit
+                       : calibration     ? kEncoderCalibLines
+                                         : kEncoderEvalLines;
+    }
+    auto data = text::loadTextDataset(path, *tokenizer, t, progress, cancel);
+    if (!data)
+        return data.error();
+
+    at::Tensor ids = data->inputIds;
+    at::Tensor mask = data->attentionMask;
+    if (lm) {
+        // A last window the text did not fill ends in padding that perplexity would score.
+        const std::int64_t rows = ids.size(0);
+        if (rows > 1 && mask[rows - 1].sum().item<std::int64_t>() < t.seqLen)
+            ids = ids.slice(0, 0, rows - 1);
+    } else {
+        // Rows are padded to seqLen; cut the columns no line reaches (the attention mask makes
+        // the padding invisible, so this only saves work).
+        const std::int64_t longest = mask.sum(1).max().item<std::int64_t>();
+        ids = ids.slice(1, 0, std::max<std::int64_t>(longest, 2)).contiguous();
+    }
+    io::Dataset dataset;
+    dataset.path = path;
+    dataset.kind = "text";
+    dataset.inputs = ids;
+    return dataset;
+}
+
+} // namespace bitlens
