@@ -133,6 +133,9 @@ void LayerTableModel::setReport(const nlohmann::json& report)
             m.weightType = layer.value("weight_type", std::string());
             m.actType = layer.value("act_type", std::string());
             m.config = layer.value("config", std::string());
+            // The Scheme tooltip also gives the layer's note, e.g. why an LM head stayed float.
+            if (const std::string note = layer.value("note", std::string()); !note.empty())
+                m.config += (m.config.empty() ? "" : "\n") + note;
             m_metrics[layer["name"].get<std::string>()] = std::move(m);
         }
     }

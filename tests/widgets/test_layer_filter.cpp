@@ -55,6 +55,7 @@ class TestLayerFilter : public QObject {
 private Q_SLOTS:
     void initTestCase();
     void quantizableLayersByDefault();
+    void headNoteInSchemeTooltip();
     void modelWithoutQuantizableLayersShowsAll();
     void windowToggleShowsAllNodes();
 
@@ -97,6 +98,25 @@ void TestLayerFilter::quantizableLayersByDefault()
     proxy.setSortRole(LayerTableModel::SortRole);
     proxy.sort(LayerTableModel::Params, Qt::DescendingOrder);
     QCOMPARE(names(proxy), (QStringList{"lm_head", "q_proj"}));
+}
+
+void TestLayerFilter::headNoteInSchemeTooltip()
+{
+    LayerTableModel layers;
+    layers.setSummary(llmLikeSummary());
+    const auto report = nlohmann::json::parse(R"({"layers": [
+        {"name": "q_proj", "weight_type": "nf4", "act_type": "float32", "config": "nf4 g64"},
+        {"name": "lm_head", "weight_type": "float32", "act_type": "float32", "config": "float",
+         "note": "output head kept float32 by this preset"}]})");
+    layers.setReport(report);
+    const int head = layers.rowOf(QStringLiteral("lm_head"));
+    QCOMPARE(layers.data(layers.index(head, LayerTableModel::Scheme)).toString(),
+             QStringLiteral("float32 / float32"));
+    QCOMPARE(layers.data(layers.index(head, LayerTableModel::Scheme), Qt::ToolTipRole).toString(),
+             QStringLiteral("float\noutput head kept float32 by this preset"));
+    const int q = layers.rowOf(QStringLiteral("q_proj"));
+    QCOMPARE(layers.data(layers.index(q, LayerTableModel::Scheme), Qt::ToolTipRole).toString(),
+             QStringLiteral("nf4 g64"));
 }
 
 void TestLayerFilter::modelWithoutQuantizableLayersShowsAll()
