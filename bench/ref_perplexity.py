@@ -1,8 +1,18 @@
 # Independent check of BitLens' SmolLM2 perplexities (bench/RESULTS.md, "Real models"): the GGUF
 # dequantized by gguf-py, a llama forward pass in plain PyTorch, the windows tokenized by the HF
 # `tokenizers` BPE built from the GGUF's vocabulary, and NF4 / int4 group fake-quantization of
-# every projection and the tied head (NF4 without double quantization).
-# Usage: python bench/ref_perplexity.py MODEL.gguf TEXT.txt WINDOWS SEQ [nf4:64,int4:64,...]
+# every projection and the tied head (NF4 without double quantization), or LLM.int8() as
+# bitsandbytes defines it: int8 absmax per token (row of X, scale absmax / 127) and per output
+# channel of W, input feature columns with |x| >= 6.0 in any token of the batch kept in 16-bit
+# in X and in W (the per-token absmax taken without them), the rest an int8 product.
+# A scheme ending in "/head-float" keeps the tied output head float, as transformers does
+# for 8-bit and 4-bit bitsandbytes models (lm_head is never converted).
+# Windows run in batches of 2, as `bitlens-cli eval` does (LLM.int8's outlier columns are
+# found per batch).
+# Usage: python bench/ref_perplexity.py MODEL.gguf TEXT.txt WINDOWS SEQ
+#            [nf4:64,int4:64,llm-int8,nf4:64/head-float,llm-int8/head-float,...]
+# llm-int8-w / llm-int8-x quantize only the weights / only the activations of LLM.int8's int8
+# product (the outlier columns still 16-bit), to split its error.
 import sys, numpy as np, torch
 from gguf import GGUFReader
 from gguf.quants import dequantize
@@ -42,13 +52,32 @@ def fq(w, scheme):
     lo = x.amin(-1, keepdim=True).clamp(max=0); hi = x.amax(-1, keepdim=True).clamp(min=0)
     s = ((hi - lo) / 15).clamp_min(1e-12); zp = torch.round(-lo / s)
     return ((torch.clamp(torch.round(x / s) + zp, 0, 15) - zp) * s).reshape(out, inn)
+def int8_rows(t):  # symmetric absmax per row, codes in [-127, 127] (bitsandbytes' vector-wise)
+    s = t.abs().amax(-1, keepdim=True).clamp_min(1e-12) / 127
+    return torch.clamp(torch.round(t / s), -127, 127) * s
+def llm_int8(h, w, thr=6.0, quant_w=True, quant_x=True):
+    x = h.reshape(-1, h.shape[-1])
+    cols = (x.abs() >= thr).any(0)
+    xr = x.masked_fill(cols, 0.0)
+    y = (int8_rows(xr) if quant_x else xr) @ (int8_rows(w) if quant_w else w).T
+    if cols.any():
+        y = y + x[:, cols].half().float() @ w[:, cols].half().float().T
+    return y.reshape(*h.shape[:-1], w.shape[0])
 def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-def ppl(Wq):
+B = 2
+def ppl(Wq, act=None, **parts):
+    # act: set of weight names whose products run LLM.int8 (weights float in Wq); parts:
+    # quant_w / quant_x = False leaves that operand unquantized (to split the error).
+    act = act or set()
+    def mm(h, name):
+        w = Wq[name] if name in Wq else Wq["token_embd.weight"]
+        return llm_int8(h, w, **parts) if name in act else h @ w.T
     nll, n = 0.0, 0
     inv = 1.0 / theta ** (torch.arange(0, hd, 2).float() / hd)
     with torch.inference_mode():
-        for b in range(nwin):
-            x = Wq["token_embd.weight"][windows[b]][None]
+        for b0 in range(0, nwin, B):
+            ids = windows[b0 : b0 + B]; nb = ids.shape[0]
+            x = Wq["token_embd.weight"][ids]
             S = x.shape[1]; ang = torch.arange(S).float()[:, None] * inv[None]
             cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
             def rope(t):
@@ -58,27 +87,38 @@ def ppl(Wq):
             for i in range(L):
                 p = f"blk.{i}."
                 h = rms(x, Wq[p + "attn_norm.weight"])
-                q = (h @ Wq[p + "attn_q.weight"].T).view(1, S, H, hd).transpose(1, 2)
-                k = (h @ Wq[p + "attn_k.weight"].T).view(1, S, KV, hd).transpose(1, 2)
-                v = (h @ Wq[p + "attn_v.weight"].T).view(1, S, KV, hd).transpose(1, 2)
+                q = mm(h, p + "attn_q.weight").view(nb, S, H, hd).transpose(1, 2)
+                k = mm(h, p + "attn_k.weight").view(nb, S, KV, hd).transpose(1, 2)
+                v = mm(h, p + "attn_v.weight").view(nb, S, KV, hd).transpose(1, 2)
                 q, k = rope(q), rope(k)
                 k = k.repeat_interleave(H // KV, 1); v = v.repeat_interleave(H // KV, 1)
                 a = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5 + mask, -1) @ v
-                x = x + a.transpose(1, 2).reshape(1, S, hid) @ Wq[p + "attn_output.weight"].T
+                x = x + mm(a.transpose(1, 2).reshape(nb, S, hid), p + "attn_output.weight")
                 h = rms(x, Wq[p + "ffn_norm.weight"])
-                x = x + (torch.nn.functional.silu(h @ Wq[p + "ffn_gate.weight"].T) * (h @ Wq[p + "ffn_up.weight"].T)) @ Wq[p + "ffn_down.weight"].T
+                x = x + mm(torch.nn.functional.silu(mm(h, p + "ffn_gate.weight")) * mm(h, p + "ffn_up.weight"), p + "ffn_down.weight")
             x = rms(x, Wq["output_norm.weight"])
-            logits = x @ Wq.get("output.weight", Wq["token_embd.weight"]).T
-            lp = torch.log_softmax(logits[0, :-1].double(), -1).gather(1, windows[b, 1:, None])
-            nll -= lp.sum().item(); n += S - 1
+            logits = mm(x, "output.weight")
+            lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(2, ids[:, 1:, None])
+            nll -= lp.sum().item(); n += nb * (S - 1)
     return float(np.exp(nll / n)), n
 base, n = ppl(W)
 print("float", base, n, flush=True)
-for sc in schemes:
+for spec in schemes:
+    sc, _, head = spec.partition("/")
+    headFloat = head == "head-float"
+    proj = [name for name, w in W.items()
+            if w.dim() == 2 and name not in ("token_embd.weight", "output.weight") and "norm" not in name]
     Wq = dict(W)
-    for name, w in W.items():
-        if w.dim() == 2 and name != "token_embd.weight" and "norm" not in name:
-            Wq[name] = fq(w, sc)
-    Wq["output.weight"] = fq(W["token_embd.weight"], sc)  # tied head, quantized like BitLens
-    p, _ = ppl(Wq)
+    if "output.weight" not in Wq:
+        Wq["output.weight"] = W["token_embd.weight"]  # the tied head
+    heads = [] if headFloat else ["output.weight"]
+    if sc == "llm-int8":
+        p, _ = ppl(Wq, set(proj + heads))
+    elif sc in ("llm-int8-w", "llm-int8-x"):  # only W int8 per row / only X int8 per token
+        p, _ = ppl(Wq, set(proj + heads), quant_w=sc.endswith("w"), quant_x=sc.endswith("x"))
+    else:
+        for name in proj + heads:
+            Wq[name] = fq(Wq[name], sc)
+        p, _ = ppl(Wq)
+    sc = spec
     print(sc, p, "%+.2f%%" % (100 * (p / base - 1)), flush=True)

@@ -4,7 +4,9 @@
 #include <QFont>
 #include <QStringList>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <cstdlib>
 #include <limits>
 
@@ -89,6 +91,8 @@ void LayerTableModel::setSummary(const ModelSummary& summary)
 {
     beginResetModel();
     m_layers = summary.layers;
+    m_quantizable = static_cast<int>(std::count_if(
+        m_layers.begin(), m_layers.end(), [](const LayerSummary& l) { return isQuantizable(l); }));
     m_metrics.clear();
     m_overrides.clear();
     endResetModel();
@@ -98,6 +102,7 @@ void LayerTableModel::clear()
 {
     beginResetModel();
     m_layers.clear();
+    m_quantizable = 0;
     m_metrics.clear();
     m_overrides.clear();
     endResetModel();
@@ -128,6 +133,9 @@ void LayerTableModel::setReport(const nlohmann::json& report)
             m.weightType = layer.value("weight_type", std::string());
             m.actType = layer.value("act_type", std::string());
             m.config = layer.value("config", std::string());
+            // The Scheme tooltip also gives the layer's note, e.g. why an LM head stayed float.
+            if (const std::string note = layer.value("note", std::string()); !note.empty())
+                m.config += (m.config.empty() ? "" : "\n") + note;
             m_metrics[layer["name"].get<std::string>()] = std::move(m);
         }
     }
@@ -333,6 +341,49 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     case Kernel: return tr("Kernel");
     default: return {};
     }
+}
+
+} // namespace bitlens::widgets
+
+namespace bitlens::widgets {
+
+bool LayerTableModel::isQuantizable(const LayerSummary& layer)
+{
+    static const std::set<std::string> ops = {"Conv", "Gemm", "MatMul", "LSTM", "GRU"};
+    return layer.params > 0 && ops.count(layer.op) > 0;
+}
+
+
+LayerFilterProxy::LayerFilterProxy(QObject* parent) : QSortFilterProxyModel(parent) {}
+
+void LayerFilterProxy::setShowAllNodes(bool all)
+{
+    if (all == m_showAll)
+        return;
+    m_showAll = all;
+    invalidateRowsFilter();
+}
+
+int LayerFilterProxy::nodeCount() const
+{
+    return sourceModel() ? sourceModel()->rowCount() : 0;
+}
+
+int LayerFilterProxy::quantizableCount() const
+{
+    const auto* layers = qobject_cast<const LayerTableModel*>(sourceModel());
+    return layers ? layers->quantizableCount() : 0;
+}
+
+bool LayerFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const
+{
+    if (m_showAll || sourceParent.isValid())
+        return true;
+    const auto* layers = qobject_cast<const LayerTableModel*>(sourceModel());
+    if (!layers)
+        return true;
+    const LayerSummary* layer = layers->layer(sourceRow);
+    return !layer || LayerTableModel::isQuantizable(*layer) || layers->quantizableCount() == 0;
 }
 
 } // namespace bitlens::widgets

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <QAbstractTableModel>
+#include <QSortFilterProxyModel>
 #include <QColor>
 #include <QMap>
 #include <QString>
@@ -70,6 +71,11 @@ public:
     const LayerSummary* layer(int row) const;
     /// The row of the layer called `name`, or -1.
     int rowOf(const QString& name) const;
+    /// True for a layer BitLens quantizes, from its summary: Conv, Gemm, MatMul, LSTM or GRU
+    /// reading constant weights (core's quant::isQuantizable, which needs the graph).
+    static bool isQuantizable(const LayerSummary& layer);
+    /// Layers for which isQuantizable holds.
+    int quantizableCount() const { return m_quantizable; }
 
     /// Shows the per-layer numbers of a report.json (layers matched by name; layers the report
     /// does not list stay blank). An empty or null JSON clears them.
@@ -102,8 +108,33 @@ private:
     void emitMetricColumnsChanged();
 
     std::vector<LayerSummary> m_layers;
+    int m_quantizable = 0;
     std::map<std::string, Metrics> m_metrics;
     QMap<QString, QString> m_overrides;
+};
+
+/// The layer table's sorting proxy. By default it shows only the quantizable layers (what
+/// LayerTableModel::isQuantizable says): a language model's graph is mostly helper nodes
+/// (Gather, Slice, Cast, Shape, ... ~1000 of them in SmolLM2-135M beside 211 projections).
+/// setShowAllNodes(true) shows every node. A model without a quantizable layer shows all.
+class LayerFilterProxy : public QSortFilterProxyModel {
+    Q_OBJECT
+
+public:
+    explicit LayerFilterProxy(QObject* parent = nullptr);
+
+    /// True when every node is shown, false when only quantizable layers are (the default).
+    bool showAllNodes() const { return m_showAll; }
+    void setShowAllNodes(bool all);
+    /// Rows of the source model (all nodes) and how many of them are quantizable.
+    int nodeCount() const;
+    int quantizableCount() const;
+
+protected:
+    bool filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const override;
+
+private:
+    bool m_showAll = false;
 };
 
 } // namespace bitlens::widgets

@@ -16,6 +16,7 @@
 #include "zoo/zoo.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
@@ -41,6 +42,7 @@
 #include <QStatusBar>
 #include <QTableView>
 #include <QUrl>
+#include <QHBoxLayout>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -116,7 +118,7 @@ QString recentEntryFor(const QString& request)
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_layerModel(new LayerTableModel(this)),
-      m_proxy(new QSortFilterProxyModel(this)), m_table(new QTableView),
+      m_proxy(new LayerFilterProxy(this)), m_table(new QTableView),
       m_modelInfo(new ModelInfoPanel), m_layerDetails(new LayerDetailsPanel),
       m_dataPanel(new DataSummaryPanel), m_modelJobs(new JobRunner(this)),
       m_dataJobs(new JobRunner(this)), m_quantJobs(new JobRunner(this)),
@@ -185,7 +187,36 @@ MainWindow::MainWindow(QWidget* parent)
 
     m_leftSplitter = new QSplitter(Qt::Vertical);
     m_leftSplitter->setObjectName(QStringLiteral("leftSplitter"));
-    m_leftSplitter->addWidget(m_table);
+    // Above the table: how many nodes are shown, and the switch between quantizable layers
+    // (the default: an LLM's graph is mostly Gather / Slice / Cast / Shape helpers) and all.
+    auto* tablePane = new QWidget;
+    auto* tableLayout = new QVBoxLayout(tablePane);
+    tableLayout->setContentsMargins(0, 0, 0, 0);
+    tableLayout->setSpacing(2);
+    auto* tableBar = new QHBoxLayout;
+    tableBar->setContentsMargins(4, 0, 4, 0);
+    m_layerCount = new QLabel;
+    m_layerCount->setObjectName(QStringLiteral("layerCount"));
+    m_showAllNodes = new QCheckBox(tr("Show all nodes"));
+    m_showAllNodes->setObjectName(QStringLiteral("showAllNodes"));
+    m_showAllNodes->setToolTip(tr("Also list the nodes BitLens does not quantize (activations, "
+                                  "shape and index helpers)"));
+    tableBar->addWidget(m_layerCount, 1);
+    tableBar->addWidget(m_showAllNodes);
+    tableLayout->addLayout(tableBar);
+    tableLayout->addWidget(m_table, 1);
+    connect(m_showAllNodes, &QCheckBox::toggled, this, [this](bool all) {
+        const QModelIndex source = m_proxy->mapToSource(m_table->currentIndex());
+        const LayerSummary* layer = source.isValid() ? m_layerModel->layer(source.row()) : nullptr;
+        const QString current = layer ? QString::fromStdString(layer->name) : QString();
+        m_proxy->setShowAllNodes(all);
+        updateLayerCount();
+        if (!current.isEmpty() && layerIndex(current).isValid())
+            m_table->setCurrentIndex(layerIndex(current));
+        else if (m_proxy->rowCount() > 0)
+            m_table->setCurrentIndex(m_proxy->index(0, 0));
+    });
+    m_leftSplitter->addWidget(tablePane);
     m_leftSplitter->addWidget(m_reportView);
     m_leftSplitter->setStretchFactor(0, 2);
     m_leftSplitter->setStretchFactor(1, 3);
@@ -590,7 +621,11 @@ void MainWindow::selectLayer(const QString& layer)
     m_selecting = true;
     const int row = m_layerModel->rowOf(layer);
     if (row >= 0) {
-        const QModelIndex index = m_proxy->mapFromSource(m_layerModel->index(row, 0));
+        QModelIndex index = m_proxy->mapFromSource(m_layerModel->index(row, 0));
+        if (!index.isValid()) {  // a node the filter hides: show all nodes to select it
+            m_showAllNodes->setChecked(true);
+            index = m_proxy->mapFromSource(m_layerModel->index(row, 0));
+        }
         m_table->setCurrentIndex(index);
         m_table->scrollTo(index);
     }
@@ -867,6 +902,7 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     updateQuantState();
 
     m_layerModel->setSummary(summary);
+    updateLayerCount();
     m_table->resizeColumnsToContents();
     // Every column fits its contents, with room; the last one takes the width left over.
     for (int column = LayerTableModel::Name; column < LayerTableModel::ColumnCount; ++column)
@@ -912,6 +948,27 @@ void MainWindow::onDataOpened(const QString& path, Result<DataInfo> result)
         tr("Loaded %1: %2 samples").arg(QFileInfo(path).fileName(), formatCount(m_data->samples)),
         5000);
     Q_EMIT dataLoaded();
+}
+
+QModelIndex MainWindow::layerIndex(const QString& name) const
+{
+    const int row = m_layerModel->rowOf(name);
+    return row < 0 ? QModelIndex() : m_proxy->mapFromSource(m_layerModel->index(row, 0));
+}
+
+QString MainWindow::layerCountText() const
+{
+    return m_layerCount->text();
+}
+
+void MainWindow::updateLayerCount()
+{
+    const int nodes = m_proxy->nodeCount();
+    const int quantizable = m_proxy->quantizableCount();
+    m_layerCount->setText(tr("%1 quantizable layers of %2 nodes")
+                              .arg(formatCount(quantizable), formatCount(nodes)));
+    // With no quantizable layer the filter shows every node anyway: nothing to switch.
+    m_showAllNodes->setEnabled(quantizable > 0 && quantizable < nodes);
 }
 
 void MainWindow::onCurrentLayerChanged()

@@ -22,6 +22,7 @@
 
 class QLabel;
 class QMenu;
+class QCheckBox;
 class QSortFilterProxyModel;
 class QSplitter;
 class QTableView;
@@ -35,6 +36,7 @@ class TrainingView;
 class JobProgressWidget;
 class JobRunner;
 class LayerDetailsPanel;
+class LayerFilterProxy;
 class LayerTableModel;
 class ModelInfoPanel;
 class QuantPanel;
@@ -113,8 +115,16 @@ public:
 
     /// The layer table's source model.
     LayerTableModel* layerModel() const { return m_layerModel; }
-    /// The layer table view (its model is a sorting proxy over layerModel()).
+    /// The layer table view (its model is layerProxy(), sorting and filtering layerModel()).
     QTableView* layerTable() const { return m_table; }
+    /// The table's proxy: quantizable layers only unless "Show all nodes" is checked.
+    LayerFilterProxy* layerProxy() const { return m_proxy; }
+    /// The "Show all nodes" check box above the table.
+    QCheckBox* showAllNodesBox() const { return m_showAllNodes; }
+    /// The line above the table: "211 quantizable layers of 1,007 nodes".
+    QString layerCountText() const;
+    /// The table's index of the layer `name` (column 0); invalid when it is filtered out.
+    QModelIndex layerIndex(const QString& name) const;
     /// The selected layer's panel.
     LayerDetailsPanel* layerDetails() const { return m_layerDetails; }
     /// The open data set's panel.
@@ -186,12 +196,15 @@ private:
     void onQuantFailed(const Error& error, const QString& what);
     void updateQuantState();
     void showMetricColumns(bool shown);
+    void updateLayerCount();
     QString currentModelPath() const;
     void saveSettings();
     void restoreSettings();
 
     LayerTableModel* m_layerModel;
-    QSortFilterProxyModel* m_proxy;
+    LayerFilterProxy* m_proxy;
+    QCheckBox* m_showAllNodes = nullptr;
+    QLabel* m_layerCount = nullptr;
     QTableView* m_table;
     ModelInfoPanel* m_modelInfo;
     LayerDetailsPanel* m_layerDetails;

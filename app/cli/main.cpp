@@ -8,6 +8,7 @@
 #include "export/report_json.h"
 #include "io/file_util.h"
 #include "exec/executor.h"
+#include "exec/omp_env.h"
 #include "io/dataset.h"
 #include "ir/graph.h"
 #include "model/model.h"
@@ -930,6 +931,8 @@ int dispatch(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
+    // Before anything else: LibTorch's OpenMP threads sleep instead of spinning (exec/omp_env.h).
+    bitlens::exec::usePassiveOpenMp(argv);
     // Token windows of language models allocate and free hundreds of MB per batch (logits are
     // [B, S, vocab]); keeping freed memory in the heap instead of handing it back to the kernel
     // saves re-faulting it: SmolLM2 perplexity spends ~60 % less system time.

@@ -9,6 +9,7 @@
 // screenshot is still written).
 
 #include "main_window.h"
+#include "exec/omp_env.h"
 #include "report_view.h"
 
 #include <QApplication>
@@ -31,6 +32,8 @@ constexpr int kExitRuntime = 5;
 
 int main(int argc, char** argv)
 {
+    // Before anything else: LibTorch's OpenMP threads sleep instead of spinning (exec/omp_env.h).
+    bitlens::exec::usePassiveOpenMp(argv);
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("BitLens"));
     QApplication::setApplicationName(QStringLiteral("BitLens"));

@@ -510,6 +510,11 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                 lq.config = it->second;
                 lq.params = w.numel() + (r ? r->numel() : 0);
                 lq.bytesFloat = lq.bytesQuantized = lq.params * 4;
+                // Float without an override of its own: a language model's output head, which
+                // the LLM presets keep float32 by default (quant/scheme.cpp, makePlan).
+                if (!scheme.config.keepFloat && scheme.overrides.count(node.name) == 0)
+                    lq.note = "output head kept float32 by this preset, as transformers with "
+                              "bitsandbytes does (scheme option head=quantize quantizes it)";
                 model.layers[node.name] = lq;
                 continue;
             }

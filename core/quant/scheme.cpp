@@ -276,12 +276,39 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
     } else {
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
-                            "threshold, alpha, calib)");
+                            "threshold, alpha, calib, head)");
     }
     return {};
 }
 
+/// The name under which overrides (and head=) address a language model's output head.
+constexpr const char* kLmHead = "lm_head";
+
+/// Presets that keep a language model's output head float32 by default, as transformers does
+/// when it loads a model in 8-bit or 4-bit with bitsandbytes (lm_head is never converted).
+bool keepsLmHeadFloat(const std::string& preset)
+{
+    return preset == "w4-int4" || preset == "w4-nf4" || preset == "w4-fp4" || preset == "llm-int8";
+}
+
+/// True for the output head of a language model: the quantizable node called lm_head, or in a
+/// graph whose task is "lm", one whose output is a graph output (the logits).
+bool isLmHead(const ir::Graph& graph, const ir::Node& node)
+{
+    if (node.name == kLmHead)
+        return true;
+    auto task = graph.metadata.find("task");
+    if (task == graph.metadata.end() || task->second != "lm")
+        return false;
+    for (const auto& out : node.outputs)
+        for (const auto& g : graph.outputs)
+            if (!out.empty() && out == g.name)
+                return true;
+    return false;
+}
+
 /// Parses "PRESET[:key=value,key=value]"; a value may itself contain ':' (percentile:99.99).
+/// head=float|quantize is kept apart and applied last, as an override of lm_head.
 Result<Scheme> parseInline(const std::string& spec)
 {
     const auto colon = spec.find(':');
@@ -293,15 +320,27 @@ Result<Scheme> parseInline(const std::string& spec)
         return scheme;
     std::stringstream options(spec.substr(colon + 1));
     std::string item;
+    std::string head;
     while (std::getline(options, item, ',')) {
         if (item.empty())
             continue;
         const auto eq = item.find('=');
         if (eq == std::string::npos)
             return Error::usage("scheme option '" + item + "' needs the form key=value");
+        if (item.substr(0, eq) == "head") {
+            head = item.substr(eq + 1);
+            if (head != "float" && head != "quantize")
+                return Error::usage("option head takes float or quantize, not '" + head + "'");
+            continue;
+        }
         if (auto r = applyOption(*scheme, item.substr(0, eq), item.substr(eq + 1)); !r)
             return r.error();
     }
+    // The head's own configuration is the scheme's final one (options may follow head=).
+    if (head == "float")
+        scheme->overrides[kLmHead] = std::nullopt;
+    else if (head == "quantize")
+        scheme->overrides[kLmHead] = scheme->config;
     return scheme;
 }
 
@@ -513,13 +552,34 @@ Result<Plan> makePlan(const ir::Graph& graph, const Scheme& scheme)
 {
     Plan plan;
     std::set<std::string> quantizable;
+    std::vector<std::string> heads;
     for (const auto& node : graph.nodes) {
         if (!isQuantizable(graph, node))
             continue;
         quantizable.insert(node.name);
         plan.layers[node.name] = scheme.config;
+        if (isLmHead(graph, node))
+            heads.push_back(node.name);
+    }
+    // A language model's head stays float32 under the LLM presets unless an override (or
+    // head=quantize, an override of lm_head) says otherwise.
+    auto headOverride = scheme.overrides.find(kLmHead);
+    for (const auto& head : heads) {
+        if (scheme.overrides.count(head) && head != kLmHead)
+            continue;
+        if (headOverride != scheme.overrides.end()) {
+            if (headOverride->second)
+                plan.layers[head] = *headOverride->second;
+            else
+                plan.layers[head].keepFloat = true;
+        } else if (keepsLmHeadFloat(scheme.preset)) {
+            plan.layers[head].keepFloat = true;
+        }
     }
     for (const auto& [layer, config] : scheme.overrides) {
+        // head=float|quantize (an override of lm_head) is a no-op on a model without a head.
+        if (layer == kLmHead && quantizable.count(layer) == 0)
+            continue;
         if (quantizable.count(layer) == 0)
             return Error::usage("override names '" + layer +
                                 "', which is not a quantizable layer (Conv, Gemm, MatMul, "

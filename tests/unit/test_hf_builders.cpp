@@ -394,6 +394,25 @@ TEST(LmMetrics, MetricFollowsTheTaskThroughAnalysis)
         EXPECT_TRUE(std::isfinite(layer.accumulated.sqnrDb)) << layer.name;
 }
 
+TEST(LmMetrics, LlmPresetsKeepTheTiedHeadFloatAndSaySo)
+{
+    const Golden g = loadGolden("llama_tied");
+    const ir::Graph graph = mustBuild(g, "llama_tied");
+    for (const std::string spec : {"w4-nf4:group=16", "llm-int8"}) {
+        auto prepared = quant::prepare(graph, quant::parseScheme(spec).value(), at::Tensor());
+        ASSERT_TRUE(prepared.ok()) << prepared.error().userMessage();
+        const auto& head = prepared->layers.at("lm_head");
+        EXPECT_TRUE(head.config.keepFloat) << spec;
+        EXPECT_NE(head.note.find("head=quantize"), std::string::npos) << head.note;
+        EXPECT_FALSE(prepared->layers.at("layer.0.mlp.down_proj").config.keepFloat) << spec;
+    }
+    auto all = quant::prepare(graph, quant::parseScheme("w4-nf4:group=16,head=quantize").value(),
+                              at::Tensor());
+    ASSERT_TRUE(all.ok()) << all.error().userMessage();
+    EXPECT_FALSE(all->layers.at("lm_head").config.keepFloat);
+    EXPECT_TRUE(all->layers.at("lm_head").note.empty());
+}
+
 TEST(LmMetrics, EmbeddingCosineAndOutputAgreement)
 {
     const Golden g = loadGolden("bert");

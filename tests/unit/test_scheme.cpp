@@ -126,3 +126,43 @@ TEST(Scheme, SplitIntoQuantizableLayers)
         quantizable += quant::isQuantizable(graph, node) ? 1 : 0;
     EXPECT_EQ(quantizable, 2);
 }
+
+TEST(Scheme, LlmPresetsKeepALanguageModelsHeadFloat)
+{
+    auto plan = [](const ir::Graph& graph, const std::string& spec) {
+        auto s = quant::parseScheme(spec);
+        EXPECT_TRUE(s.ok()) << spec << ": " << s.error().userMessage();
+        auto p = quant::makePlan(graph, *s);
+        EXPECT_TRUE(p.ok()) << spec << ": " << p.error().userMessage();
+        return p.value();
+    };
+    // Without task "lm" fc is a classifier's last layer, not an LM head: quantized as before.
+    ir::Graph net = smallNet();
+    for (const std::string spec : {"w4-nf4", "w4-int4", "w4-fp4", "llm-int8", "w4-nf4:head=quantize",
+                                   "w4-nf4:head=float"})
+        EXPECT_FALSE(plan(net, spec).layers.at("fc").keepFloat) << spec;
+
+    // As a language model, the layer producing the graph output (the logits) is the head: the
+    // weight-only and LLM.int8 presets keep it float32, as transformers + bitsandbytes do.
+    net.metadata["task"] = "lm";
+    for (const std::string spec : {"w4-nf4", "w4-int4", "w4-fp4", "llm-int8"}) {
+        const auto p = plan(net, spec);
+        EXPECT_TRUE(p.layers.at("fc").keepFloat) << spec;
+        EXPECT_FALSE(p.layers.at("conv").keepFloat) << spec;
+    }
+    for (const std::string spec : {"dynamic-int8", "static-int8", "fp16"})
+        EXPECT_FALSE(plan(net, spec).layers.at("fc").keepFloat) << spec;
+
+    // head=quantize quantizes it with the scheme's final configuration (options after it count);
+    // head=float keeps it float under any preset.
+    const auto quantized = plan(net, "w4-int4:head=quantize,group=16");
+    EXPECT_FALSE(quantized.layers.at("fc").keepFloat);
+    EXPECT_EQ(quantized.layers.at("fc"), quantized.layers.at("conv"));
+    EXPECT_EQ(quantized.layers.at("fc").weightGranularity.groupSize, 16);
+    EXPECT_TRUE(plan(net, "dynamic-int8:head=float").layers.at("fc").keepFloat);
+    EXPECT_FALSE(plan(net, "dynamic-int8:head=float").layers.at("conv").keepFloat);
+
+    auto bad = quant::parseScheme("w4-nf4:head=maybe");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("head takes float or quantize"), std::string::npos);
+}

@@ -61,9 +61,8 @@ private Q_SLOTS:
         QVERIFY(view->throughputChart()->hasData());
         QVERIFY(view->latencyChart()->hasData());
 
-        const int row = window.layerModel()->rowOf(QStringLiteral("fc1"));
-        QVERIFY(row >= 0);
-        window.layerTable()->setCurrentIndex(window.layerTable()->model()->index(row, 0));
+        QVERIFY(window.layerIndex(QStringLiteral("fc1")).isValid());
+        window.layerTable()->setCurrentIndex(window.layerIndex(QStringLiteral("fc1")));
         QCOMPARE(view->histogramChart()->layer(), QStringLiteral("fc1"));
         QCOMPARE(view->sqnrChart()->selectedLayer(), QStringLiteral("fc1"));
     }

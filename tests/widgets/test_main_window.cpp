@@ -27,6 +27,7 @@
 #include <QTemporaryDir>
 #include <QTreeWidget>
 #include <QUrl>
+#include <QCheckBox>
 #include <QtTest>
 
 using bitlens::widgets::JobRunner;
@@ -139,6 +140,9 @@ void TestMainWindow::opensModel()
 
     QCOMPARE(window.layerModel()->rowCount(), 4);
     QCOMPARE(window.layerModel()->columnCount(), int(LayerTableModel::ColumnCount));
+    // The table lists the quantizable layers (conv1, fc) until "Show all nodes" is checked.
+    QCOMPARE(window.layerTable()->model()->rowCount(), 2);
+    window.showAllNodesBox()->setChecked(true);
     QCOMPARE(window.layerTable()->model()->rowCount(), 4);
     QCOMPARE(window.layerTable()->model()->data(window.layerTable()->model()->index(3, 0)),
              QVariant(QStringLiteral("fc")));

@@ -208,8 +208,7 @@ void TestQuantWorkflow::selectionFollowsEverywhere()
     bitlens::widgets::ReportView* view = window->reportView();
 
     // The table drives the charts...
-    window->layerTable()->setCurrentIndex(window->layerTable()->model()->index(
-        window->layerModel()->rowOf(QStringLiteral("fc")), 0));
+    window->layerTable()->setCurrentIndex(window->layerIndex(QStringLiteral("fc")));
     QCOMPARE(view->selectedLayer(), QStringLiteral("fc"));
     QCOMPARE(view->histogramLayer(), QStringLiteral("fc"));
     QCOMPARE(view->histogramChart()->layer(), QStringLiteral("fc"));
