@@ -8,8 +8,11 @@ py=${BITLENS_PYTHON:-$HOME/.cache/bitlens/venv/bin/python}
 check() { # check NAME EXPECTED_EXIT COMMAND...
   local name=$1 want=$2
   shift 2
+  local start=$SECONDS
   "$@" > "$tmp/out" 2> "$tmp/err"
   local got=$?
+  # Each step's wall time in the test log (ctest --output-on-failure / -V), to find slow steps.
+  echo "step $name: $((SECONDS - start)) s"
   if [ "$got" = "$want" ]; then
     passed=$((passed + 1))
   else
