@@ -37,6 +37,7 @@ private Q_SLOTS:
     void exportOnnxAndVerifyThroughTheDialog();
     void verifyExistingFileAndLoudMismatch();
     void cancelAtAnyMomentLeavesNoFile();
+    void earlierRunWithOverridesIsPreparedAgain();
     void unsupportedPairingIsAnErrorAndWindowStaysUsable();
 
 private:
@@ -271,6 +272,37 @@ void TestExportDialog::cancelAtAnyMomentLeavesNoFile()
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(f.readAll(), QByteArray("the user's own file"));
     QVERIFY(QFile::remove(existing));
+}
+
+void TestExportDialog::earlierRunWithOverridesIsPreparedAgain()
+{
+    if (!m_window)
+        QSKIP("no window");
+    // A run with a layer kept in float, then another run: the first one's model is no longer
+    // kept, so exporting it (selected in the history) prepares it again from the scheme and
+    // overrides read back from its report, and the file still matches it bit for bit.
+    QVERIFY(m_window->setLayerOverride(QStringLiteral("fc1"), QStringLiteral("float")));
+    QVERIFY(runAndWait(QStringLiteral("static-int8")));
+    const int overrideRow = m_window->reportView()->historyModel()->rowCount() - 1;
+    m_window->clearLayerOverride(QStringLiteral("fc1"));
+    QVERIFY(runAndWait(QStringLiteral("dynamic-int8")));
+    QVERIFY(m_window->showHistoryRun(overrideRow));
+
+    const QString target = m_dir.filePath(QStringLiteral("override.onnx"));
+    QSignalSpy errors(m_window.get(), &MainWindow::errorShown);
+    QVERIFY(exportAndWait(QStringLiteral("onnx"), target, true));
+    QVERIFY2(errors.isEmpty(), errors.isEmpty() ? "" : qPrintable(errors.front().front().toString()));
+    const nlohmann::json& result = m_window->exportView()->result();
+    QVERIFY(!result["reused_run_model"].get<bool>());
+    QCOMPARE(result["scheme"].get<std::string>(),
+             std::string("static-int8 with overrides fc1=float"));
+    QCOMPARE(result["quantized_layers"].get<int>(), 3);
+    QCOMPARE(result["float_layers"].get<int>(), 1);
+    QVERIFY(result["verify"]["ok"].get<bool>());
+    QCOMPARE(result["verify"]["max_abs_diff_same_rounding"].get<double>(), 0.0);
+    QCOMPARE(result["verify"]["weights_checked"].get<int>(), 3);
+    QCOMPARE(m_window->exportView()->verdict(), ExportView::Verdict::Pass);
+    QVERIFY(QFile::remove(target));
 }
 
 void TestExportDialog::unsupportedPairingIsAnErrorAndWindowStaysUsable()
