@@ -222,10 +222,13 @@ MainWindow::MainWindow(QWidget* parent)
         if (m_exportStaging.contains(id))
             discardExport(m_exportStaging.take(id).toStdString());
     });
-    connect(m_quantJobs, &JobRunner::cancelled, this, [this] {
+    connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
         m_exportJob = 0;
+        const bool exporting = m_exportStaging.contains(id);
         updateQuantState();
-        statusBar()->showMessage(tr("Cancelled; the results on screen are kept"), 5000);
+        statusBar()->showMessage(exporting ? tr("Export cancelled; no file was written")
+                                           : tr("Cancelled; the results on screen are kept"),
+                                 5000);
         Q_EMIT quantizationStopped();
     });
 
@@ -462,11 +465,11 @@ QString stagingPathFor(const QString& target, int number)
 {
     const QFileInfo info(target);
     const QString suffix = info.suffix().isEmpty() ? QString() : QLatin1Char('.') + info.suffix();
+    // One arg() call: a "%2" in the file's name must not be taken for a placeholder.
     return info.dir().filePath(QStringLiteral(".%1.bitlens-export-%2-%3%4")
-                                   .arg(info.completeBaseName())
-                                   .arg(QCoreApplication::applicationPid())
-                                   .arg(number)
-                                   .arg(suffix));
+                                   .arg(info.completeBaseName(),
+                                        QString::number(QCoreApplication::applicationPid()),
+                                        QString::number(number), suffix));
 }
 
 } // namespace
