@@ -1,5 +1,7 @@
 #include "main_window.h"
 
+#include "export_dialog.h"
+#include "export_view.h"
 #include "hardware_panel.h"
 #include "teaching_view.h"
 #include "training_view.h"
@@ -36,6 +38,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -48,6 +51,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 namespace bitlens::widgets {
 
@@ -135,6 +139,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_reportView->tabs()->addTab(m_hardware, tr("Hardware"));
     m_training = new TrainingView;
     m_reportView->tabs()->addTab(m_training, tr("Training"));
+    m_exportView = new ExportView;
+    m_reportView->tabs()->addTab(m_exportView, tr("Export"));
+    connect(m_exportView, &ExportView::exportRequested, this, &MainWindow::chooseExport);
+    connect(m_exportView, &ExportView::verifyRequested, this, &MainWindow::chooseVerify);
+    connect(m_reportView, &ReportView::reportChanged, this, &MainWindow::updateQuantState);
     connect(m_reportView, &ReportView::reportChanged, m_training,
             [this] { m_training->setReport(m_reportView->report()); });
 
@@ -239,9 +248,18 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_reportView, &ReportView::historyRunSelected, this, &MainWindow::showHistoryRun);
     connect(m_quantJobs, &JobRunner::started, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
-    connect(m_quantJobs, &JobRunner::cancelled, this, [this] {
+    connect(m_quantJobs, &JobRunner::resultDropped, this, [this](quint64 id) {
+        // An export cancelled after it had written: its staging file goes.
+        if (m_exportStaging.contains(id))
+            discardExport(m_exportStaging.take(id).toStdString());
+    });
+    connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
+        m_exportJob = 0;
+        const bool exporting = m_exportStaging.contains(id);
         updateQuantState();
-        statusBar()->showMessage(tr("Cancelled; the results on screen are kept"), 5000);
+        statusBar()->showMessage(exporting ? tr("Export cancelled; no file was written")
+                                           : tr("Cancelled; the results on screen are kept"),
+                                 5000);
         Q_EMIT quantizationStopped();
     });
 
@@ -266,6 +284,8 @@ MainWindow::~MainWindow()
     m_quantJobs->cancel();
     // The quantization workers hold the session; wait for them before members go.
     m_quantJobs->waitForWorkers();
+    for (const QString& staging : std::as_const(m_exportStaging))
+        discardExport(staging.toStdString());
 }
 
 void MainWindow::createMenus()
@@ -306,6 +326,17 @@ void MainWindow::createMenus()
         file->addAction(tr("Save Projec&t…"), this, &MainWindow::chooseSaveProject);
     saveProjectAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
     saveProjectAction->setObjectName(QStringLiteral("actionSaveProject"));
+
+    file->addSeparator();
+    m_exportAction =
+        file->addAction(tr("&Export Quantized Model…"), this, &MainWindow::chooseExport);
+    m_exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    m_exportAction->setObjectName(QStringLiteral("actionExport"));
+    m_exportAction->setToolTip(tr("Write the run on screen as ONNX QDQ, safetensors "
+                                  "(compressed-tensors) or GGUF, and verify the file"));
+    m_verifyAction =
+        file->addAction(tr("&Verify Exported File…"), this, &MainWindow::chooseVerify);
+    m_verifyAction->setObjectName(QStringLiteral("actionVerifyExport"));
 
     file->addSeparator();
     m_recentMenu = file->addMenu(tr("&Recent Files"));
@@ -447,6 +478,240 @@ void MainWindow::runQuantization()
     updateQuantState();
 }
 
+namespace {
+
+/// A file name part from a scheme string: "static-int8:observer=mse" -> "static-int8-observer-mse".
+QString fileNamePart(QString text)
+{
+    for (QChar& c : text)
+        if (!c.isLetterOrNumber() && c != QLatin1Char('-') && c != QLatin1Char('_') &&
+            c != QLatin1Char('.'))
+            c = QLatin1Char('-');
+    return text;
+}
+
+/// Where an export job writes before the window moves the file into place: a hidden file
+/// beside the target with the same extension.
+QString stagingPathFor(const QString& target, int number)
+{
+    const QFileInfo info(target);
+    const QString suffix = info.suffix().isEmpty() ? QString() : QLatin1Char('.') + info.suffix();
+    // One arg() call: a "%2" in the file's name must not be taken for a placeholder.
+    return info.dir().filePath(QStringLiteral(".%1.bitlens-export-%2-%3%4")
+                                   .arg(info.completeBaseName(),
+                                        QString::number(QCoreApplication::applicationPid()),
+                                        QString::number(number), suffix));
+}
+
+} // namespace
+
+bool MainWindow::exportableRun(QuantRequest& run, QString& spec)
+{
+    if (!m_session) {
+        showError(tr("Open a model and run a scheme first: export writes a run's quantized "
+                     "model."));
+        return false;
+    }
+    const nlohmann::json& report = m_reportView->report();
+    if (report.is_null()) {
+        showError(tr("Run a scheme first: export writes the quantized model of the run on "
+                     "screen."));
+        return false;
+    }
+    auto parsed = runOfReport(report);
+    if (!parsed) {
+        showError(tr("Cannot export the run on screen: %1").arg(reasonText(parsed.error())));
+        return false;
+    }
+    // A report opened from a file may be of another model than the one open.
+    const std::string reportModel =
+        report.contains("model") && report["model"].is_object()
+            ? report["model"].value("path", std::string())
+            : std::string();
+    if (!reportModel.empty() && reportModel != m_model->model->path()) {
+        showError(tr("The run on screen quantized “%1”, not the open model “%2”: open that "
+                     "model to export it.")
+                      .arg(QString::fromStdString(reportModel),
+                           QString::fromStdString(m_model->model->path())));
+        return false;
+    }
+    run = std::move(parsed).value();
+    if (m_data) {
+        run.calibPath = m_data->path;
+        run.evalPath = m_data->classes > 0 ? m_data->path : std::string();
+    }
+    run.evalLimit = m_quantPanel->evalLimit();
+    spec = QString::fromStdString(report["scheme"].value("spec", run.scheme));
+    return true;
+}
+
+void MainWindow::chooseExport()
+{
+    QuantRequest run;
+    QString spec;
+    if (!exportableRun(run, spec))
+        return;
+    const QSettings settings;
+    const QString folder = settings.value(QStringLiteral("export/folder"), QDir::homePath())
+                               .toString();
+    const QString base = QStringLiteral("%1-%2").arg(
+        fileNamePart(QString::fromStdString(m_model->displayName)),
+        fileNamePart(QString::fromStdString(run.scheme)));
+    auto* dialog = new ExportDialog(
+        tr("%1 on %2").arg(spec, QString::fromStdString(m_model->displayName)),
+        QDir(folder).filePath(base),
+        [run](const QString& format) {
+            auto fits = checkExport(run, format.toStdString());
+            return fits ? QString() : reasonText(fits.error());
+        },
+        this);
+    const QString format = settings.value(QStringLiteral("export/format")).toString();
+    if (!format.isEmpty())
+        dialog->setFormat(format);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &QDialog::accepted, this, [this, dialog] {
+        QSettings chosen;
+        chosen.setValue(QStringLiteral("export/format"), dialog->format());
+        chosen.setValue(QStringLiteral("export/folder"), QFileInfo(dialog->path()).absolutePath());
+        exportRun(dialog->format(), dialog->path(), dialog->verifyAfterExport());
+    });
+    dialog->open();
+}
+
+bool MainWindow::exportRun(const QString& format, const QString& path, bool verify)
+{
+    QuantRequest run;
+    QString spec;
+    if (!exportableRun(run, spec))
+        return false;
+    if (auto fits = checkExport(run, format.toStdString()); !fits) {
+        showError(tr("Cannot export “%1” to %2: %3")
+                      .arg(spec, exportFormatLabel(format), reasonText(fits.error())));
+        return false;
+    }
+    if (path.trimmed().isEmpty()) {
+        showError(tr("Choose a file to export to."));
+        return false;
+    }
+    const QString target = QFileInfo(path.trimmed()).absoluteFilePath();
+    const QString staging = stagingPathFor(target, ++m_exportCount);
+    ExportRequest request;
+    request.run = run;
+    request.format = format.toStdString();
+    request.path = target.toStdString();
+    request.stagingPath = staging.toStdString();
+    request.verify = verify;
+    const quint64 id = m_quantJobs->start(
+        tr("Exporting %1 to %2").arg(spec, QFileInfo(target).fileName()),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runExport(*session, request, progress, cancel);
+        },
+        [this, target, staging](Result<nlohmann::json> result) {
+            for (auto it = m_exportStaging.begin(); it != m_exportStaging.end();)
+                it = it.value() == staging ? m_exportStaging.erase(it) : std::next(it);
+            m_exportJob = 0;
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Exporting to “%1”").arg(target));
+                return;
+            }
+            if (auto moved = commitExport(staging.toStdString(), target.toStdString()); !moved) {
+                Q_EMIT quantizationStopped();
+                showError(tr("Exporting to “%1” failed: %2")
+                              .arg(target, reasonText(moved.error())));
+                return;
+            }
+            showExportResult(result.value());
+        });
+    m_exportStaging.insert(id, staging);
+    m_exportJob = id;
+    updateQuantState();
+    return true;
+}
+
+bool MainWindow::verifyExportedFile(const QString& path)
+{
+    QuantRequest run;
+    QString spec;
+    if (!exportableRun(run, spec))
+        return false;
+    const QString file = QFileInfo(path.trimmed()).absoluteFilePath();
+    auto format = exportFormatOfPath(file.toStdString());
+    if (!format) {
+        showError(tr("Cannot verify “%1”: %2").arg(file, reasonText(format.error())));
+        return false;
+    }
+    if (!QFileInfo(file).isFile()) {
+        showError(tr("Cannot verify “%1”: no such file").arg(file));
+        return false;
+    }
+    if (auto fits = checkExport(run, *format); !fits) {
+        showError(tr("Cannot verify “%1” against “%2”: %3")
+                      .arg(file, spec, reasonText(fits.error())));
+        return false;
+    }
+    ExportRequest request;
+    request.run = run;
+    request.format = *format;
+    request.path = file.toStdString();
+    m_exportJob = m_quantJobs->start(
+        tr("Verifying %1 against %2").arg(QFileInfo(file).fileName(), spec),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runVerify(*session, request, progress, cancel);
+        },
+        [this, file](Result<nlohmann::json> result) {
+            m_exportJob = 0;
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Verifying “%1”").arg(file));
+                return;
+            }
+            showExportResult(result.value());
+        });
+    updateQuantState();
+    return true;
+}
+
+void MainWindow::chooseVerify()
+{
+    const QString folder =
+        QSettings().value(QStringLiteral("export/folder"), QDir::homePath()).toString();
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Verify Exported File"), folder,
+        tr("Exported models (*.onnx *.safetensors *.gguf);;All files (*)"));
+    if (!path.isEmpty())
+        verifyExportedFile(path);
+}
+
+void MainWindow::showExportResult(const nlohmann::json& result)
+{
+    m_exportView->setResult(result);
+    showResultTab(QStringLiteral("Export"));
+    const QString path = QString::fromStdString(result.value("path", std::string()));
+    switch (m_exportView->verdict()) {
+    case ExportView::Verdict::Pass:
+        statusBar()->showMessage(tr("Exported and verified %1: PASS").arg(path), 10000);
+        break;
+    case ExportView::Verdict::Fail: {
+        const nlohmann::json& v = result["verify"];
+        showError(tr("Verification FAILED: “%1” does not match the in-app quantized model. "
+                     "%2")
+                      .arg(path, QString::fromStdString(v.value("message", std::string()))));
+        break;
+    }
+    case ExportView::Verdict::VerifyError:
+        showError(tr("“%1” was written, but verifying it failed: %2")
+                      .arg(path, QString::fromStdString(
+                                     result.value("verify_error", std::string()))));
+        break;
+    case ExportView::Verdict::NotVerified:
+    case ExportView::Verdict::None:
+        statusBar()->showMessage(tr("Exported %1 (not verified)").arg(path), 10000);
+        break;
+    }
+    Q_EMIT exportShown();
+}
+
 void MainWindow::showMetricColumns(bool shown)
 {
     for (const int column : {LayerTableModel::SqnrAccumulated, LayerTableModel::SqnrLocal,
@@ -524,7 +789,8 @@ void MainWindow::cancelQuantization()
                                  10000);
         return;
     }
-    if (m_training->isTraining() || m_quantJobs->isRunning())
+    const bool exporting = m_exportJob != 0 && m_quantJobs->currentId() == m_exportJob;
+    if (m_training->isTraining() || (m_quantJobs->isRunning() && !exporting))
         m_training->finish(tr("Cancelled."));
     m_quantJobs->cancel();
 }
@@ -544,6 +810,15 @@ void MainWindow::updateQuantState()
 {
     m_quantPanel->setRunnable(m_session != nullptr);
     m_quantPanel->setRunning(m_quantJobs->isRunning());
+    // Export needs a run on screen and a free job channel (a new job would cancel the running).
+    const bool canExport =
+        m_session != nullptr && !m_reportView->report().is_null() && !m_quantJobs->isRunning();
+    if (m_exportAction) {
+        m_exportAction->setEnabled(canExport);
+        m_verifyAction->setEnabled(canExport);
+    }
+    m_exportView->exportButton()->setEnabled(canExport);
+    m_exportView->verifyButton()->setEnabled(canExport);
 }
 
 bool MainWindow::setLayerOverride(const QString& layer, const QString& scheme)
@@ -898,6 +1173,7 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     m_session = std::make_shared<QuantSession>(m_model->model, m_model->zooName);
     m_overrides.clear();
     m_reportView->clear();
+    m_exportView->clear();
     showMetricColumns(false);
     updateQuantState();
 

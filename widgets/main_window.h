@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 
+class QAction;
 class QLabel;
 class QMenu;
 class QCheckBox;
@@ -30,6 +31,7 @@ class QTableView;
 namespace bitlens::widgets {
 
 class DataSummaryPanel;
+class ExportView;
 class HardwarePanel;
 class TeachingView;
 class TrainingView;
@@ -92,6 +94,24 @@ public:
     /// history and data are restored (projectLoaded()). False (errorShown) when the file cannot
     /// be read; what is on screen stays.
     bool openProject(const QString& path);
+    /// File > Export Quantized Model…: asks for format, file and "Verify after export" (a
+    /// window-modal ExportDialog, a child of the window), then calls exportRun.
+    void chooseExport();
+    /// Exports the quantized model of the run on screen to `path` in `format` ("onnx",
+    /// "safetensors", "gguf") as a cancellable job on quantJobs(), reusing the model the run
+    /// prepared when the session still keeps it, then (with `verify`) reloads the file and
+    /// compares it with the in-app model. The file appears only when the job delivers (Cancel
+    /// at any moment leaves none, and an existing file untouched). The result fills the Export
+    /// tab (exportShown()); a failed verification is also an error dialog. False, with
+    /// errorShown and nothing started, when there is no run or the format cannot hold its
+    /// scheme.
+    bool exportRun(const QString& format, const QString& path, bool verify = true);
+    /// File > Verify Exported File…: checks an existing file (format by its extension) against
+    /// the run on screen, as a job; the result fills the Export tab (exportShown()).
+    bool verifyExportedFile(const QString& path);
+    /// The Export tab.
+    ExportView* exportView() const { return m_exportView; }
+
     /// Selects `layer` in the table and every result view.
     void selectLayer(const QString& layer);
     /// Shows the result tab called `name` (case-insensitive); false when there is none.
@@ -167,6 +187,9 @@ Q_SIGNALS:
     void quantizationStopped();
     /// A project's model opened and its scheme, overrides and history are on screen.
     void projectLoaded();
+    /// An export or verification result is in the Export tab (a failed or cancelled export
+    /// job emits quantizationStopped() instead).
+    void exportShown();
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -188,6 +211,9 @@ private:
     void chooseReport();
     void chooseSaveReport();
     void chooseProject();
+    void chooseVerify();
+    bool exportableRun(QuantRequest& run, QString& spec);
+    void showExportResult(const nlohmann::json& result);
     void chooseSaveProject();
     void applyProject(project::Project project);
     void showLayerMenu(const QPoint& pos);
@@ -220,6 +246,14 @@ private:
     ReportView* m_reportView;
     TeachingView* m_teaching;    ///< "Teach" tab: the selected layer's weights on a format grid
     HardwarePanel* m_hardware;   ///< "Hardware" tab: native low-bit formats, measured rates
+    ExportView* m_exportView = nullptr;  ///< "Export" tab: the last export / verify result
+    QAction* m_exportAction = nullptr;
+    QAction* m_verifyAction = nullptr;
+    /// Staging files of export jobs not yet delivered, by job id: removed when a job's
+    /// result is dropped (cancelled after it finished writing).
+    QMap<quint64, QString> m_exportStaging;
+    quint64 m_exportJob = 0;     ///< id of the running export / verify job, 0 when none
+    int m_exportCount = 0;
     TrainingView* m_training = nullptr;  ///< "Training" tab: live QAT loss and metric curves
     QSplitter* m_mainSplitter = nullptr;
     QSplitter* m_leftSplitter = nullptr;

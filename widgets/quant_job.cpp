@@ -2,6 +2,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
+#include "export/export.h"
 #include "export/report_json.h"
 #include "io/dataset.h"
 #include "io/file_util.h"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <optional>
@@ -35,6 +37,10 @@ struct QuantSession::State {
     /// on the same data takes every layer whose configuration is unchanged from it.
     std::optional<quant::QuantizedModel> lastPrepared;
     at::Tensor lastCalib;
+    /// The last trained (QAT) model and its training data's inputs: what an export of that
+    /// run writes (it is never reused by prepare).
+    std::optional<quant::QuantizedModel> lastTrained;
+    at::Tensor lastTrainedCalib;
     int dataLoads = 0;
     int floatEvaluations = 0;
 };
@@ -230,6 +236,8 @@ Result<nlohmann::json> runOne(QuantSession& session, const ResolvedData& data,
         return Error::cancelled();
     if (qat) {
         state.lastPrepared.reset();
+        state.lastTrained = *prepared;
+        state.lastTrainedCalib = calib;
     } else {
         state.lastPrepared = *prepared;
         state.lastCalib = calib;
@@ -359,6 +367,347 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
         j["model"] = {{"path", session.model()->path()}, {"format", session.model()->format()}};
         return j;
     });
+}
+
+namespace {
+
+/// `text` with every occurrence of `from` replaced by `to` (staging path -> the user's path).
+std::string replaced(std::string text, const std::string& from, const std::string& to)
+{
+    if (from.empty() || from == to)
+        return text;
+    for (std::size_t pos = text.find(from); pos != std::string::npos;
+         pos = text.find(from, pos + to.size()))
+        text.replace(pos, from.size(), to);
+    return text;
+}
+
+/// The quantized model a run of `scheme` on `data` produced, and whether it was the one the
+/// session kept from that run (else it was prepared again).
+struct PreparedRun {
+    const quant::QuantizedModel* model = nullptr;
+    bool reused = false;
+};
+
+Result<PreparedRun> preparedRun(QuantSession& session, const ResolvedData& data,
+                                const quant::Scheme& scheme, Progress& progress,
+                                const CancelToken& cancel)
+{
+    QuantSession::State& state = session.state();
+    const ir::Graph& graph = session.model()->graph();
+    const at::Tensor calib = data.calib ? data.calib->inputs : at::Tensor();
+    const auto sameCalib = [&calib](const at::Tensor& kept) {
+        return kept.defined() == calib.defined() && (!calib.defined() || kept.is_same(calib));
+    };
+    if (scheme.qat) {
+        if (state.lastTrained && state.lastTrained->scheme.spec == scheme.spec &&
+            sameCalib(state.lastTrainedCalib))
+            return PreparedRun{&*state.lastTrained, true};
+        Progress training = subProgress(progress, 0.0, 1.0, "training again: ");
+        auto trained = train::prepareScheme(graph, scheme, data.calib, training, cancel);
+        if (!trained)
+            return trained.error();
+        if (cancel.cancelled())
+            return Error::cancelled();
+        state.lastTrained = std::move(trained).value();
+        state.lastTrainedCalib = calib;
+        return PreparedRun{&*state.lastTrained, false};
+    }
+    const bool keptSameCalib = state.lastPrepared && sameCalib(state.lastCalib);
+    if (keptSameCalib && state.lastPrepared->scheme.spec == scheme.spec)
+        return PreparedRun{&*state.lastPrepared, true};
+    Progress calibrating = subProgress(progress, 0.0, 1.0, "calibrating again: ");
+    auto prepared = quant::prepare(graph, scheme, calib, calibrating, cancel,
+                                   keptSameCalib ? &*state.lastPrepared : nullptr);
+    if (!prepared) {
+        Error e = prepared.error();
+        if (e.path.empty() && e.code == ErrorCode::BadInput && data.calib)
+            e.path = data.calib->path;
+        return e;
+    }
+    if (cancel.cancelled())
+        return Error::cancelled();
+    state.lastPrepared = std::move(prepared).value();
+    state.lastCalib = calib;
+    return PreparedRun{&*state.lastPrepared, false};
+}
+
+/// The samples a verification runs on: the evaluation data (labelled or not), else the
+/// calibration data.
+const io::Dataset* verifyData(const QuantSession& session, const ResolvedData& data)
+{
+    if (data.eval)
+        return data.eval;
+    const QuantSession::State& state = session.state();
+    if (state.eval)
+        return &state.eval->data;
+    return data.calib;
+}
+
+/// The format of a request: its name, else the extension of its path.
+Result<exporting::ExportFormat> formatOf(const ExportRequest& request)
+{
+    if (!request.format.empty())
+        return exporting::parseFormat(request.format);
+    return exporting::formatFromPath(request.path);
+}
+
+/// The scheme, data and quantized model an export or verification of `request.run` uses.
+struct ExportInputs {
+    quant::Scheme scheme;
+    exporting::ExportFormat format = exporting::ExportFormat::Onnx;
+    const io::Dataset* samples = nullptr;
+    PreparedRun prepared;
+};
+
+Result<ExportInputs> exportInputs(QuantSession& session, const ExportRequest& request,
+                                  Progress& progress, const CancelToken& cancel)
+{
+    ExportInputs in;
+    auto scheme = schemeOf(request.run.scheme, request.run.overrides);
+    if (!scheme)
+        return scheme.error();
+    in.scheme = std::move(scheme).value();
+    auto format = formatOf(request);
+    if (!format)
+        return format.error();
+    in.format = *format;
+    if (auto fits = exporting::checkExportable(in.scheme, in.format); !fits)
+        return fits.error();
+    auto data = resolveData(session, request.run, quant::dataSamplesNeeded(in.scheme), progress,
+                            cancel);
+    if (!data)
+        return data.error();
+    in.samples = verifyData(session, *data);
+    auto prepared = preparedRun(session, *data, in.scheme, progress, cancel);
+    if (!prepared)
+        return prepared.error();
+    in.prepared = *prepared;
+    return in;
+}
+
+/// Runs the verification of `path` and stores it (or why it could not run) in `out`.
+Result<void> verifyInto(nlohmann::json& out, const std::string& path, const std::string& shownPath,
+                        const ExportInputs& in, Progress& progress, const CancelToken& cancel)
+{
+    if (!in.samples) {
+        out["verify_error"] = "no samples to run the file on: open data (File > Open Data)";
+        return {};
+    }
+    auto verified = exporting::verifyExport(path, in.format, *in.prepared.model, *in.samples,
+                                            exporting::VerifyOptions(), progress, cancel);
+    if (!verified) {
+        if (verified.error().code == ErrorCode::Cancelled)
+            return verified.error();
+        Error e = verified.error();
+        e.path = replaced(e.path, path, shownPath);
+        e.message = replaced(e.message, path, shownPath);
+        out["verify_error"] = e.describe();
+        return {};
+    }
+    exporting::VerifyResult v = std::move(verified).value();
+    v.message = replaced(v.message, path, shownPath);
+    out["verify"] = exporting::exportToJson(exporting::ExportResult(), v)["verify"];
+    return {};
+}
+
+} // namespace
+
+namespace {
+
+/// A safetensors export also writes config.json beside the file: what was there before, so an
+/// export that does not deliver can put it back.
+struct SideFile {
+    std::string path;
+    bool existed = false;
+    std::string bytes;
+
+    static SideFile snapshot(const std::string& path)
+    {
+        SideFile side;
+        side.path = path;
+        std::ifstream in(path, std::ios::binary);
+        if (in) {
+            side.existed = true;
+            std::ostringstream text;
+            text << in.rdbuf();
+            side.bytes = text.str();
+        }
+        return side;
+    }
+
+    void restore() const
+    {
+        if (existed) {
+            (void)io::writeFileAtomic(path, bytes.data(), bytes.size());
+        } else {
+            std::error_code ec;
+            std::filesystem::remove(path, ec);
+        }
+    }
+};
+
+} // namespace
+
+Result<nlohmann::json> runExport(QuantSession& session, const ExportRequest& request,
+                                 Progress& progress, const CancelToken& cancel)
+{
+    const std::string staging = request.stagingPath.empty() ? request.path : request.stagingPath;
+    std::optional<SideFile> config;
+    if (request.format == "safetensors") {
+        const std::filesystem::path target(request.path);
+        config = SideFile::snapshot(
+            ((target.has_parent_path() ? target.parent_path() : std::filesystem::path("."))
+             / "config.json").string());
+    }
+    auto result = guarded(session, [&]() -> Result<nlohmann::json> {
+        Progress preparing = subProgress(progress, 0.0, 0.4);
+        auto in = exportInputs(session, request, preparing, cancel);
+        if (!in)
+            return in.error();
+        if (cancel.cancelled())
+            return Error::cancelled();
+        Progress writing = subProgress(progress, 0.4, 0.5, "exporting: ");
+        auto written = exporting::exportModel(*in->prepared.model, in->format, staging, writing,
+                                              cancel);
+        if (!written) {
+            Error e = written.error();
+            e.path = replaced(e.path, staging, request.path);
+            e.message = replaced(e.message, staging, request.path);
+            return e;
+        }
+        written->path = request.path;
+        for (std::string& note : written->notes)
+            note = replaced(note, staging, request.path);
+        nlohmann::json out = exporting::exportToJson(*written, std::nullopt);
+        if (request.verify) {
+            Progress verifying = subProgress(progress, 0.5, 1.0, "verifying: ");
+            if (auto r = verifyInto(out, staging, request.path, *in, verifying, cancel); !r)
+                return r.error();
+        }
+        if (cancel.cancelled())
+            return Error::cancelled();
+        out["reused_run_model"] = in->prepared.reused;
+        out["scheme"] = in->scheme.spec;
+        return out;
+    });
+    // Whatever stopped the job, nothing of it stays behind: no staging file, config.json as
+    // it was.
+    if (!result && !request.stagingPath.empty()) {
+        discardExport(request.stagingPath);
+        if (config)
+            config->restore();
+    }
+    return result;
+}
+
+Result<nlohmann::json> runVerify(QuantSession& session, const ExportRequest& request,
+                                 Progress& progress, const CancelToken& cancel)
+{
+    return guarded(session, [&]() -> Result<nlohmann::json> {
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(request.path, ec);
+        if (ec)
+            return Error::badInput(request.path, "cannot read the file: " + ec.message());
+        Progress preparing = subProgress(progress, 0.0, 0.3);
+        auto in = exportInputs(session, request, preparing, cancel);
+        if (!in)
+            return in.error();
+        exporting::ExportResult file;
+        file.format = in->format;
+        file.path = request.path;
+        file.bytes = static_cast<std::int64_t>(bytes);
+        for (const auto& [name, layer] : in->prepared.model->layers)
+            (layer.config.keepFloat ? file.floatLayers : file.quantizedLayers) += 1;
+        nlohmann::json out = exporting::exportToJson(file, std::nullopt);
+        Progress verifying = subProgress(progress, 0.3, 1.0, "verifying: ");
+        if (auto r = verifyInto(out, request.path, request.path, *in, verifying, cancel); !r)
+            return r.error();
+        if (cancel.cancelled())
+            return Error::cancelled();
+        out["reused_run_model"] = in->prepared.reused;
+        out["scheme"] = in->scheme.spec;
+        out["verified_only"] = true;
+        return out;
+    });
+}
+
+Result<void> checkExport(const QuantRequest& run, const std::string& format)
+{
+    auto scheme = schemeOf(run.scheme, run.overrides);
+    if (!scheme)
+        return scheme.error();
+    auto parsed = exporting::parseFormat(format);
+    if (!parsed)
+        return parsed.error();
+    return exporting::checkExportable(*scheme, *parsed);
+}
+
+Result<std::string> exportFormatOfPath(const std::string& path)
+{
+    auto format = exporting::formatFromPath(path);
+    if (!format)
+        return format.error();
+    return exporting::formatName(*format);
+}
+
+Result<QuantRequest> runOfReport(const nlohmann::json& report)
+{
+    const auto noScheme = [] {
+        return Error::usage("this report names no scheme (run one first)");
+    };
+    if (!report.is_object() || !report.contains("scheme") || !report["scheme"].is_object())
+        return noScheme();
+    const nlohmann::json& saved = report["scheme"];
+    if (!saved.contains("spec") || !saved["spec"].is_string())
+        return noScheme();
+    const std::string spec = saved["spec"].get<std::string>();
+    // schemeOf writes "SPEC with overrides LAYER=VALUE ..." for runs with overrides.
+    const std::string marker = " with overrides";
+    QuantRequest run;
+    const std::size_t at = spec.find(marker);
+    run.scheme = spec.substr(0, at);
+    if (at != std::string::npos) {
+        std::istringstream rest(spec.substr(at + marker.size()));
+        std::string token;
+        while (rest >> token) {
+            const std::size_t eq = token.find('=');
+            if (eq == std::string::npos || eq == 0)
+                return Error::usage("cannot read the layer overrides of run '" + spec + "'");
+            run.overrides[token.substr(0, eq)] = token.substr(eq + 1);
+        }
+    }
+    // What was read back must describe the same run as the report does.
+    auto scheme = schemeOf(run.scheme, run.overrides);
+    if (!scheme)
+        return Error::usage("cannot read back the scheme of run '" + spec +
+                            "': " + scheme.error().message);
+    const nlohmann::json again = quant::schemeToJson(*scheme);
+    for (const char* key : {"config", "overrides"})
+        if (saved.contains(key) && saved[key] != again[key])
+            return Error::usage("the scheme of run '" + spec + "' reads back as another " +
+                                std::string(key) + " (run it again to export it)");
+    return run;
+}
+
+Result<void> commitExport(const std::string& stagingPath, const std::string& path)
+{
+    if (stagingPath.empty() || stagingPath == path)
+        return {};
+    std::error_code ec;
+    std::filesystem::rename(stagingPath, path, ec);
+    if (ec) {
+        discardExport(stagingPath);
+        return Error::runtime("cannot move the exported file into place: " + ec.message(), path);
+    }
+    return {};
+}
+
+void discardExport(const std::string& stagingPath)
+{
+    std::error_code ec;
+    if (!stagingPath.empty())
+        std::filesystem::remove(stagingPath, ec);
 }
 
 std::vector<std::string> schemePresets() { return quant::presetNames(); }

@@ -100,6 +100,46 @@ Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& 
 Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
                                       Progress& progress, const CancelToken& cancel);
 
+/// What an export writes: the run (scheme, overrides, data) whose quantized model goes out,
+/// the format ("onnx", "safetensors", "gguf") and the file.
+struct ExportRequest {
+    QuantRequest run;
+    std::string format;
+    std::string path;       ///< the file the user chose
+    /// Where the job writes; the window renames it to `path` once the job has delivered (so
+    /// Cancel at any moment leaves no file, and an existing `path` untouched). Empty: `path`.
+    std::string stagingPath;
+    bool verify = true;     ///< reload the file and run it next to the in-app model
+};
+
+/// Exports the quantized model of `request.run`: the prepared model the session kept for that
+/// run when it is the last one of its scheme on the same calibration data, else prepared again
+/// (quant::prepare with the kept layers reused). Writes atomically to the staging path, then
+/// (optionally) verifies it there. The result is report.json's "export" object (see
+/// exporting::exportToJson; "path" and the verify message name `request.path`), plus
+/// "reused_run_model" (bool) and "verify_error" (string: the file was written but could not be
+/// verified). Cancelled: the staging file is removed.
+Result<nlohmann::json> runExport(QuantSession& session, const ExportRequest& request,
+                                 Progress& progress, const CancelToken& cancel);
+/// Verifies an existing exported file (`request.path`, format from `request.format` or, when
+/// empty, from its extension) against the quantized model of `request.run`; the same JSON as
+/// runExport with "verified_only": true. A file that does not match is "verify.ok": false.
+Result<nlohmann::json> runVerify(QuantSession& session, const ExportRequest& request,
+                                 Progress& progress, const CancelToken& cancel);
+/// Checks before any work that `format` can hold the scheme of `run` (parsing only): the
+/// Unsupported error of exporting::checkExportable, or a Usage error for a bad format name.
+Result<void> checkExport(const QuantRequest& run, const std::string& format);
+/// The format a file name asks for by its extension ("onnx", ...); Usage error otherwise.
+Result<std::string> exportFormatOfPath(const std::string& path);
+/// The scheme string and layer overrides a report.json's run ran with, read back from its
+/// "scheme" object (checked: the overrides must give the same "scheme.overrides" again).
+/// Usage error when the report holds no scheme or its overrides cannot be read back.
+Result<QuantRequest> runOfReport(const nlohmann::json& report);
+/// Moves a finished export from its staging file to `path` (replacing a file there).
+Result<void> commitExport(const std::string& stagingPath, const std::string& path);
+/// Removes a staging file left by a cancelled export (no error when it is gone).
+void discardExport(const std::string& stagingPath);
+
 /// True when `spec` parses to a quantization-aware training scheme (qat-*).
 bool isTrainingScheme(const std::string& spec);
 /// The scheme presets, in the order `compare` runs them.

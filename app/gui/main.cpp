@@ -6,7 +6,8 @@
 // result tab ("Side by side" shows the last two runs). Each job's wall time goes to stderr
 // ("bitlens: static-int8 ran in 3.2 s"). With --screenshot the window is saved to FILE once every
 // job has ended, and the app quits (exit code 3 when something could not be opened or run; the
-// screenshot is still written).
+// screenshot is still written). --export FILE (with --scheme) exports the last run to FILE
+// (format by its extension) and verifies it; the Export tab shows the verdict.
 
 #include "main_window.h"
 #include "exec/omp_env.h"
@@ -16,6 +17,7 @@
 #include <QCommandLineOption>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QPixmap>
 #include <QTimer>
 
@@ -85,6 +87,12 @@ int main(int argc, char** argv)
         QStringLiteral("Open a saved report.json, compare or sensitivity file."),
         QStringLiteral("FILE"));
     parser.addOption(reportOption);
+    const QCommandLineOption exportOption(
+        QStringLiteral("export"),
+        QStringLiteral("Once the --scheme runs ended, export the last run to FILE (.onnx, "
+                       ".safetensors or .gguf) and verify it."),
+        QStringLiteral("FILE"));
+    parser.addOption(exportOption);
     parser.process(app);
 
     const QStringList positional = parser.positionalArguments();
@@ -97,6 +105,11 @@ int main(int argc, char** argv)
     const QString screenshot = parser.value(screenshotOption);
     const QStringList schemes = parser.values(schemeOption);
     const QString data = parser.value(dataOption);
+    const QString exportFile = parser.value(exportOption);
+    if (!exportFile.isEmpty() && schemes.isEmpty()) {
+        std::fprintf(stderr, "error: --export needs a --scheme run to export\n");
+        return 2;
+    }
 
     // Results arrive through the event loop, so the connections below are made in time.
     bitlens::widgets::MainWindow window(model);
@@ -128,7 +141,13 @@ int main(int argc, char** argv)
         auto next = std::make_shared<int>(0);
         auto clock = std::make_shared<QElapsedTimer>();
         const QString tab = parser.value(tabOption);
-        const auto finish = [&window, compare, sensitivity, clock, tab] {
+        const auto finish = [&window, compare, sensitivity, clock, tab, exportFile] {
+            if (!exportFile.isEmpty()) {
+                const QString suffix = QFileInfo(exportFile).suffix().toLower();
+                clock->start();
+                window.exportRun(suffix, exportFile, true);
+                return;
+            }
             if (compare || sensitivity) {
                 clock->start();
                 if (compare)
@@ -176,6 +195,8 @@ int main(int argc, char** argv)
                          [reportTime] { reportTime("compare all schemes"); });
         QObject::connect(&window, &bitlens::widgets::MainWindow::sensitivityShown, &window,
                          [reportTime] { reportTime("sensitivity"); });
+        QObject::connect(&window, &bitlens::widgets::MainWindow::exportShown, &window,
+                         [reportTime] { reportTime("export and verify"); });
         QObject::connect(&window, &bitlens::widgets::MainWindow::modelLoaded, &window,
                          runWhenReady);
         QObject::connect(&window, &bitlens::widgets::MainWindow::dataLoaded, &window,
@@ -210,6 +231,8 @@ int main(int argc, char** argv)
         QObject::connect(&window, &bitlens::widgets::MainWindow::comparisonShown, &window,
                          saveWhenIdle);
         QObject::connect(&window, &bitlens::widgets::MainWindow::sensitivityShown, &window,
+                         saveWhenIdle);
+        QObject::connect(&window, &bitlens::widgets::MainWindow::exportShown, &window,
                          saveWhenIdle);
         QObject::connect(&window, &bitlens::widgets::MainWindow::quantizationStopped, &window,
                          saveWhenIdle);

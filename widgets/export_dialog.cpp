@@ -1,0 +1,164 @@
+#include "export_dialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+namespace bitlens::widgets {
+
+QStringList exportFormats()
+{
+    return {QStringLiteral("onnx"), QStringLiteral("safetensors"), QStringLiteral("gguf")};
+}
+
+QString exportFormatLabel(const QString& format)
+{
+    if (format == QLatin1String("onnx"))
+        return ExportDialog::tr("ONNX QDQ");
+    if (format == QLatin1String("safetensors"))
+        return ExportDialog::tr("safetensors (compressed-tensors)");
+    if (format == QLatin1String("gguf"))
+        return ExportDialog::tr("GGUF");
+    return format;
+}
+
+QString exportExtension(const QString& format) { return QLatin1Char('.') + format; }
+
+QString withExportExtension(const QString& path, const QString& format)
+{
+    if (path.isEmpty())
+        return path;
+    const QString extension = exportExtension(format);
+    for (const QString& other : exportFormats()) {
+        const QString old = exportExtension(other);
+        if (path.endsWith(old, Qt::CaseInsensitive))
+            return path.left(path.size() - old.size()) + extension;
+    }
+    return path + extension;
+}
+
+ExportDialog::ExportDialog(const QString& run, const QString& path, FormatCheck check,
+                           QWidget* parent)
+    : QDialog(parent), m_check(std::move(check)), m_format(new QComboBox),
+      m_path(new QLineEdit), m_verify(new QCheckBox(tr("Verify after export"))),
+      m_problemLabel(new QLabel)
+{
+    setObjectName(QStringLiteral("exportDialog"));
+    setWindowTitle(tr("Export Quantized Model"));
+    setMinimumWidth(560);
+
+    for (const QString& format : exportFormats())
+        m_format->addItem(QStringLiteral("%1  (%2)").arg(exportFormatLabel(format),
+                                                         exportExtension(format)),
+                          format);
+    m_format->setObjectName(QStringLiteral("exportFormat"));
+    m_path->setObjectName(QStringLiteral("exportPath"));
+    m_path->setText(withExportExtension(path, format()));
+    m_lastFormat = format();
+    auto* browse = new QPushButton(tr("Browse…"));
+    browse->setObjectName(QStringLiteral("exportBrowse"));
+    auto* pathRow = new QHBoxLayout;
+    pathRow->addWidget(m_path, 1);
+    pathRow->addWidget(browse);
+    m_verify->setObjectName(QStringLiteral("exportVerify"));
+    m_verify->setChecked(true);
+    m_verify->setToolTip(tr("Reload the written file with BitLens' reader and run it next to "
+                            "the in-app quantized model on the evaluation data: weights bit for "
+                            "bit, outputs, top-1."));
+
+    auto* runLabel = new QLabel(run);
+    runLabel->setObjectName(QStringLiteral("exportRun"));
+    runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    runLabel->setWordWrap(true);
+    m_problemLabel->setObjectName(QStringLiteral("exportProblem"));
+    m_problemLabel->setWordWrap(true);
+    m_problemLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_problemLabel->setStyleSheet(QStringLiteral(
+        "QLabel { color: #8a1010; background: #fdecec; border: 1px solid #e0a0a0; "
+        "border-radius: 3px; padding: 6px; }"));
+    m_problemLabel->hide();
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("Run:"), runLabel);
+    form->addRow(tr("Format:"), m_format);
+    form->addRow(tr("File:"), pathRow);
+    form->addRow(QString(), m_verify);
+
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel);
+    m_exportButton = buttons->addButton(tr("Export"), QDialogButtonBox::AcceptRole);
+    m_exportButton->setObjectName(QStringLiteral("exportButton"));
+    m_exportButton->setDefault(true);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(m_problemLabel);
+    layout->addStretch(1);
+    layout->addWidget(buttons);
+
+    connect(m_format, &QComboBox::currentIndexChanged, this, &ExportDialog::onFormatChanged);
+    connect(m_path, &QLineEdit::textChanged, this, &ExportDialog::updateState);
+    connect(browse, &QPushButton::clicked, this, &ExportDialog::browse);
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    onFormatChanged();
+}
+
+QString ExportDialog::format() const { return m_format->currentData().toString(); }
+
+void ExportDialog::setFormat(const QString& format)
+{
+    const int index = m_format->findData(format);
+    if (index >= 0)
+        m_format->setCurrentIndex(index);
+}
+
+QString ExportDialog::path() const { return m_path->text().trimmed(); }
+
+void ExportDialog::setPath(const QString& path) { m_path->setText(path); }
+
+bool ExportDialog::verifyAfterExport() const { return m_verify->isChecked(); }
+
+void ExportDialog::setVerifyAfterExport(bool verify) { m_verify->setChecked(verify); }
+
+void ExportDialog::onFormatChanged()
+{
+    const QString chosen = format();
+    if (chosen != m_lastFormat)
+        m_path->setText(withExportExtension(path(), chosen));
+    m_lastFormat = chosen;
+    m_problem = m_check ? m_check(chosen) : QString();
+    m_problemLabel->setText(m_problem.isEmpty()
+                                ? QString()
+                                : tr("Cannot export to %1: %2")
+                                      .arg(exportFormatLabel(chosen), m_problem));
+    m_problemLabel->setVisible(!m_problem.isEmpty());
+    updateState();
+}
+
+void ExportDialog::browse()
+{
+    const QString chosen = format();
+    const QString filter = tr("%1 files (*%2)").arg(exportFormatLabel(chosen),
+                                                    exportExtension(chosen));
+    QString file = QFileDialog::getSaveFileName(this, tr("Export to"), path(), filter);
+    if (file.isEmpty())
+        return;
+    if (!file.endsWith(exportExtension(chosen), Qt::CaseInsensitive))
+        file = withExportExtension(file, chosen);
+    m_path->setText(file);
+}
+
+void ExportDialog::updateState()
+{
+    m_exportButton->setEnabled(m_problem.isEmpty() && !path().isEmpty());
+}
+
+} // namespace bitlens::widgets
