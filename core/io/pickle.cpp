@@ -8,10 +8,16 @@ namespace bitlens::io {
 
 std::string PickleValue::qualifiedName() const
 {
-    if (kind == Kind::Global)
-        return text + "." + name;
-    if (kind == Kind::Call && !items.empty() && items[0])
-        return items[0]->qualifiedName();
+    // A Call's callable may itself be a Call (a pickle can REDUCE a REDUCE); a chain of them
+    // costs two bytes a link, so it is followed a bounded number of links, not recursively.
+    const PickleValue* v = this;
+    for (int hop = 0; hop < 16 && v; ++hop) {
+        if (v->kind == Kind::Global)
+            return v->text + "." + v->name;
+        if (v->kind != Kind::Call || v->items.empty())
+            return {};
+        v = v->items[0];
+    }
     return {};
 }
 
@@ -193,24 +199,26 @@ private:
             fail("memo entry " + std::to_string(index) + " is read before it is written");
         push(it->second);
     }
+    /// Python's semantics: a string key set twice keeps its first place and its last value.
+    /// The places of string keys are indexed per dict (a state dict has 10^4 keys and more;
+    /// a scan per key would make a hostile pickle quadratic).
     void setItems(PickleValue* dict, const std::vector<PickleValue*>& kv)
     {
         if (dict->kind != Kind::Dict)
             fail(std::string("SETITEM(S) on a ") + kindName(dict->kind));
         if (kv.size() % 2 != 0)
             fail("SETITEMS with an odd number of keys and values");
+        auto& index = m_dictKeys[dict];
         for (std::size_t i = 0; i < kv.size(); i += 2) {
-            bool replaced = false;
-            if (kv[i]->kind == Kind::String)
-                for (std::size_t j = 0; j + 1 < dict->items.size(); j += 2)
-                    if (dict->items[j]->kind == Kind::String && dict->items[j]->text == kv[i]->text) {
-                        dict->items[j + 1] = kv[i + 1];
-                        replaced = true;
-                    }
-            if (!replaced) {
-                dict->items.push_back(kv[i]);
-                dict->items.push_back(kv[i + 1]);
+            if (kv[i]->kind == Kind::String) {
+                auto [it, added] = index.try_emplace(kv[i]->text, dict->items.size());
+                if (!added) {
+                    dict->items[it->second + 1] = kv[i + 1];
+                    continue;
+                }
             }
+            dict->items.push_back(kv[i]);
+            dict->items.push_back(kv[i + 1]);
         }
     }
     void append(PickleValue* list, const std::vector<PickleValue*>& items)
@@ -390,6 +398,8 @@ private:
     std::vector<PickleValue*> m_stack;
     std::vector<std::size_t> m_marks;
     std::unordered_map<std::uint64_t, PickleValue*> m_memo;
+    /// dict -> string key -> index of the key in its items
+    std::unordered_map<const PickleValue*, std::unordered_map<std::string, std::size_t>> m_dictKeys;
     Pickle m_pickle;
 };
 

@@ -40,6 +40,19 @@ constexpr StorageType kStorageTypes[] = {
 
 /// Most nested modules / containers followed (a cyclic pickle stops here).
 constexpr int kMaxDepth = 64;
+/// Most entries of modules / dicts one walk looks at: the memo lets a pickle of a few hundred
+/// bytes refer to one dict twice at each of 64 levels (2^64 paths), or to a dict of 10^4 keys
+/// from every level; a real archive looks at each entry once (10^5 for a large state dict).
+constexpr std::size_t kMaxSteps = 1'000'000;
+/// Longest module path + tensor name ("encoder.layers.11.self_attn.in_proj_weight" is 42).
+constexpr std::size_t kMaxName = 4096;
+/// What reading takes (tensor copies, tensor and module names, kEntryCost per tensor and module
+/// found) may be at most this many times the file's bytes, plus kSlackBytes: a view re-reads its
+/// storage (tied weights twice, a stride-0 view of one element any number of times) and a
+/// shared dict is found under every path to it, so a small file could otherwise claim gigabytes.
+constexpr std::uint64_t kMaxExpansion = 4;
+constexpr std::uint64_t kSlackBytes = 64ull << 20;
+constexpr std::uint64_t kEntryCost = 256;
 
 std::string shapeText(const std::vector<std::int64_t>& shape)
 {
@@ -59,11 +72,19 @@ public:
         if (!bytes)
             throw ArchiveError{bytes.error()};
         m_bytes = std::move(bytes).value();
+        if (m_bytes.size() >= 2 && m_bytes[0] == 0x80 && m_bytes[1] >= 2 && m_bytes[1] <= 5)
+            throw ArchiveError{Error::unsupported(
+                m_path, "is a legacy torch.save file (a bare pickle, as PyTorch before 1.6 "
+                        "wrote it); BitLens reads the zip format torch.save writes since 1.6")};
         auto entries = listZipEntries(m_bytes, m_path);
         if (!entries)
             throw ArchiveError{entries.error()};
         for (const auto& e : *entries)
-            m_entries[e.name] = e;
+            if (!m_entries.emplace(e.name, e).second)
+                fail("the archive holds two members named '" + e.name +
+                     "' (which one torch would read is not defined)");
+        m_budget = kMaxExpansion * m_bytes.size() + kSlackBytes;
+        m_memberBudget = kMaxExpansion * 4 * m_bytes.size() + kSlackBytes;
         findPrefix();
         TorchArchive archive;
         archive.path = m_path;
@@ -91,9 +112,19 @@ public:
                         archive.tensors.push_back(
                             tensor(t, "constants." + std::to_string(i), "constants/"));
         }
-        if (archive.hasCode)
-            for (const auto& [module, cls] : archive.moduleClasses)
-                archive.finals[module] = finalsOf(cls);
+        if (archive.hasCode) {
+            std::map<std::string, std::map<std::string, std::string>> byClass;
+            for (const auto& [module, cls] : archive.moduleClasses) {
+                auto it = byClass.find(cls);
+                if (it == byClass.end())
+                    it = byClass.emplace(cls, finalsOf(cls)).first;
+                archive.finals[module] = it->second;
+            }
+        }
+        std::set<std::string> names;
+        for (const auto& t : archive.tensors)
+            if (!names.insert(t.name).second)
+                fail("two tensors are named '" + t.name + "'");
         return archive;
     }
 
@@ -101,6 +132,16 @@ private:
     [[noreturn]] void fail(const std::string& why) const
     {
         throw ArchiveError{Error::badInput(m_path, why)};
+    }
+
+    /// Takes `bytes` from what reading may still allocate (see kMaxExpansion).
+    void charge(std::uint64_t bytes, const std::string& what)
+    {
+        if (bytes > m_budget)
+            fail("reading " + what + " would take more than " + std::to_string(kMaxExpansion) +
+                 " times the file's " + std::to_string(m_bytes.size()) +
+                 " bytes (shared entries found under many paths)");
+        m_budget -= bytes;
     }
 
     /// The folder every member sits in ("lstm/"), from the one holding data.pkl.
@@ -120,15 +161,23 @@ private:
         fail("is a zip archive without data.pkl, so not a TorchScript or torch.save file");
     }
 
-    std::vector<std::uint8_t> member(const ZipEntry& e) const
+    std::vector<std::uint8_t> member(const ZipEntry& e)
     {
+        // torch stores its members; a re-zipped archive may deflate them. Members that
+        // decompress to far more than the file (many entries over one deflate stream) are
+        // refused before they are inflated.
+        if (e.uncompressedSize > m_memberBudget)
+            fail("its members decompress to more than " + std::to_string(kMaxExpansion * 4) +
+                 " times the file's " + std::to_string(m_bytes.size()) + " bytes (member '" +
+                 e.name + "')");
+        m_memberBudget -= e.uncompressedSize;
         auto data = extractZipEntry(m_bytes, e, m_path);
         if (!data)
             throw ArchiveError{data.error()};
         return std::move(data).value();
     }
 
-    Pickle pickleOf(const std::string& name) const
+    Pickle pickleOf(const std::string& name)
     {
         auto it = m_entries.find(m_prefix + name);
         if (it == m_entries.end())
@@ -174,6 +223,7 @@ private:
             fail("data.pkl nests modules more than " + std::to_string(kMaxDepth) + " deep");
         const PickleValue* dict = nullptr;
         if (isModule(v)) {
+            charge(kEntryCost + prefix.size(), "its modules");
             archive.moduleClasses[prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1)] =
                 v->qualifiedName();
             dict = v->state;
@@ -182,11 +232,18 @@ private:
         } else {
             return;
         }
+        m_steps += 1 + dict->items.size() / 2;
+        if (m_steps > kMaxSteps)
+            fail("walking the modules and dicts of data.pkl takes more than " +
+                 std::to_string(kMaxSteps) + " steps (shared references nest too deep)");
         for (std::size_t i = 0; i + 1 < dict->items.size(); i += 2) {
             const PickleValue* key = dict->items[i];
             const PickleValue* value = dict->items[i + 1];
             if (key->kind != Kind::String)
                 continue;
+            if (prefix.size() + key->text.size() > kMaxName)
+                fail("data.pkl names a tensor or module with more than " +
+                     std::to_string(kMaxName) + " characters");
             if (const PickleValue* t = tensorRecord(value))
                 archive.tensors.push_back(tensor(t, prefix + key->text, folder));
             else if (isModule(value) || value->kind == Kind::Dict)
@@ -277,6 +334,19 @@ private:
             fail(where + "shape " + shapeText(size) + " at offset " + std::to_string(offset) +
                  " reads element " + std::to_string(last) + ", past the end of its storage of " +
                  std::to_string(numel) + " elements");
+        // What the contiguous copy takes, refused before it is allocated.
+        std::uint64_t viewBytes = empty ? 0 : static_cast<std::uint64_t>(elementSize);
+        for (std::size_t d = 0; d < size.size() && !empty; ++d)
+            if (__builtin_mul_overflow(viewBytes, static_cast<std::uint64_t>(size[d]),
+                                       &viewBytes))
+                fail(where + "its shape " + shapeText(size) + " overflows");
+        if (viewBytes > m_budget)
+            fail(where + "shape " + shapeText(size) + " would take " +
+                 std::to_string(viewBytes) + " bytes, more than " +
+                 std::to_string(kMaxExpansion) + " times the file's " +
+                 std::to_string(m_bytes.size()) + " bytes allow (its views repeat storage)");
+        m_budget -= viewBytes;
+        charge(kEntryCost + name.size(), "its tensors");
         TorchTensor t;
         t.name = name;
         t.dtype = type->dtype;
@@ -292,7 +362,7 @@ private:
     }
 
     /// "name : Final[type] = value" lines of a class in its code file (text, never run).
-    std::map<std::string, std::string> finalsOf(const std::string& qualifiedClass) const
+    std::map<std::string, std::string> finalsOf(const std::string& qualifiedClass)
     {
         std::map<std::string, std::string> finals;
         const auto dot = qualifiedClass.rfind('.');
@@ -333,6 +403,9 @@ private:
     std::map<std::string, ZipEntry> m_entries;
     std::string m_prefix;
     std::map<std::string, std::vector<std::uint8_t>> m_storages;
+    std::size_t m_steps = 0;
+    std::uint64_t m_budget = 0;        ///< bytes reading may still allocate
+    std::uint64_t m_memberBudget = 0;  ///< bytes the members extracted may still take
 };
 
 Error notRun(const TorchArchive& archive, const std::string& why)
@@ -404,7 +477,11 @@ Result<ir::Graph> graphFromTorchArchive(const TorchArchive& archive)
             return notRun(archive, "'" + t.name + "' is not a float tensor");
         weights[t.name.substr(module.size())] = t.value.to(at::kFloat);
     }
-    const at::Tensor& wih = weights.at("weight_ih_l0");
+    // (A tensor named like a constant, "constants.weight_ih_l0", is skipped above.)
+    const auto ih = weights.find("weight_ih_l0");
+    if (ih == weights.end())
+        return notRun(archive, "its parameters are not a PyTorch LSTM or GRU");
+    const at::Tensor& wih = ih->second;
     const auto hh = weights.find("weight_hh_l0");
     if (wih.dim() != 2 || hh == weights.end() || hh->second.dim() != 2 ||
         hh->second.size(1) == 0 || wih.size(0) % hh->second.size(1) != 0)

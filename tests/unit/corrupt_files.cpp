@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -1168,6 +1169,380 @@ std::vector<CorruptFile> imageDefects()
     return out;
 }
 
+// ---- TorchScript / torch.save ------------------------------------------------------------------
+
+/// Writes the pickle opcodes torch writes (protocol 2), remembering where each opcode starts.
+struct PickleWriter {
+    Bytes b;
+    std::vector<std::size_t> ops;
+
+    void op(std::uint8_t code)
+    {
+        ops.push_back(b.size());
+        b.push_back(code);
+    }
+    void global(const std::string& module, const std::string& name)
+    {
+        op('c');
+        append(b, module + "\n" + name + "\n");
+    }
+    void str(const std::string& s)
+    {
+        op('X');
+        putLe(b, s.size(), 4);
+        append(b, s);
+    }
+    /// BININT1 / BININT2 / BININT / LONG1 as Python picks them.
+    void integer(std::int64_t v)
+    {
+        if (v >= 0 && v < 256) {
+            op('K');
+            b.push_back(static_cast<std::uint8_t>(v));
+        } else if (v >= 0 && v < 65536) {
+            op('M');
+            putLe(b, static_cast<std::uint64_t>(v), 2);
+        } else if (v >= INT32_MIN && v <= INT32_MAX) {
+            op('J');
+            putLe(b, static_cast<std::uint64_t>(v), 4);
+        } else {
+            op(0x8a);
+            b.push_back(8);
+            putLe(b, static_cast<std::uint64_t>(v), 8);
+        }
+    }
+    void ints(const std::vector<std::int64_t>& values)
+    {
+        op('(');
+        for (std::int64_t v : values)
+            integer(v);
+        op('t');
+    }
+};
+
+/// One tensor record of data.pkl: _rebuild_tensor_v2(storage pid, offset, size, stride, ...).
+struct TsTensor {
+    std::string name;
+    std::vector<std::int64_t> size;
+    std::vector<std::int64_t> stride;
+    std::string key;                    ///< storage member data/<key>
+    std::int64_t numel = 0;             ///< elements the storage record claims
+    std::int64_t offset = 0;
+    std::string storageClass = "FloatStorage";
+    std::string pidTag = "storage";
+    std::string group;                  ///< non-empty: stored as data.pkl[group][name]
+};
+
+/// A torch.save state dict (or, with `module`, a TorchScript module with its code file) of a
+/// PyTorch nn.LSTM(2, 3): four float tensors, each in a storage of its own.
+struct TsSpec {
+    std::string prefix = "model/";
+    bool module = false;
+    std::vector<TsTensor> tensors;
+    std::map<std::string, Bytes> storages;
+    std::string byteorder = "little";
+    bool deflateLast = true;            ///< the last member deflated (torch stores; zip allows)
+    std::string duplicateMember;        ///< a member name written twice
+    std::optional<std::pair<std::string, std::string>> duplicateKey;  ///< key set twice
+};
+
+TsTensor tsTensor(std::string name, std::vector<std::int64_t> size,
+                  std::vector<std::int64_t> stride, std::string key, std::int64_t numel,
+                  std::int64_t offset = 0)
+{
+    TsTensor t;
+    t.name = std::move(name);
+    t.size = std::move(size);
+    t.stride = std::move(stride);
+    t.key = std::move(key);
+    t.numel = numel;
+    t.offset = offset;
+    return t;
+}
+
+std::vector<float> tsValues(std::size_t n, int seed)
+{
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = 0.5f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(seed));
+    return v;
+}
+
+TsSpec tsBase()
+{
+    TsSpec s;
+    s.tensors = {tsTensor("weight_ih_l0", {12, 2}, {2, 1}, "0", 24),
+                 tsTensor("weight_hh_l0", {12, 3}, {3, 1}, "1", 36),
+                 tsTensor("bias_ih_l0", {12}, {1}, "2", 12),
+                 tsTensor("bias_hh_l0", {12}, {1}, "3", 12)};
+    for (int k = 0; k < 4; ++k)
+        s.storages[std::to_string(k)] =
+            floatBytes(tsValues(static_cast<std::size_t>(s.tensors[k].numel), k));
+    return s;
+}
+
+void tsTensorRecord(PickleWriter& w, const TsTensor& t)
+{
+    w.global("torch._utils", "_rebuild_tensor_v2");
+    w.op('(');
+    w.op('(');
+    w.str(t.pidTag);
+    w.global("torch", t.storageClass);
+    w.str(t.key);
+    w.str("cpu");
+    w.integer(t.numel);
+    w.op('t');
+    w.op('Q');
+    w.integer(t.offset);
+    w.ints(t.size);
+    w.ints(t.stride);
+    w.op(0x89);  // requires_grad False
+    w.global("collections", "OrderedDict");
+    w.op(')');
+    w.op('R');
+    w.op('t');
+    w.op('R');
+}
+
+PickleWriter tsPickle(const TsSpec& s)
+{
+    PickleWriter w;
+    w.op(0x80);
+    w.b.push_back(2);
+    if (s.module) {
+        w.global("__torch__.torch.nn.modules.rnn", "LSTM");
+        w.op(')');
+        w.op(0x81);  // NEWOBJ
+        w.op('}');
+    } else {
+        w.global("collections", "OrderedDict");
+        w.op(')');
+        w.op('R');
+    }
+    w.op('(');
+    for (const TsTensor& t : s.tensors) {
+        if (t.group.empty()) {
+            w.str(t.name);
+            tsTensorRecord(w, t);
+        } else {
+            w.str(t.group);
+            w.op('}');
+            w.op('(');
+            w.str(t.name);
+            tsTensorRecord(w, t);
+            w.op('u');
+        }
+    }
+    if (s.module) {
+        w.str("training");
+        w.op(0x89);
+    }
+    w.op('u');
+    if (s.duplicateKey) {
+        // The key set again with a copy of another tensor's record: Python keeps the last.
+        w.str(s.duplicateKey->first);
+        for (const TsTensor& t : s.tensors)
+            if (t.name == s.duplicateKey->second)
+                tsTensorRecord(w, TsTensor(t));
+        w.op('s');
+    }
+    if (s.module)
+        w.op('b');  // BUILD: the dict is the module's state
+    w.op('.');
+    return w;
+}
+
+const char* kTsCode = "class LSTM(Module):\n"
+                      "  __parameters__ = [\"weight_ih_l0\", ]\n"
+                      "  training : bool\n"
+                      "  mode : Final[str] = \"LSTM\"\n"
+                      "  batch_first : Final[bool] = True\n"
+                      "  bidirectional : Final[bool] = False\n"
+                      "  def forward(self: __torch__.torch.nn.modules.rnn.LSTM) -> None:\n"
+                      "    return None\n";
+
+/// data.pkl first, the storages last (the last one deflated): the container defects shared
+/// with the zip formats then land on members the reader reads.
+std::vector<ZipMemberSpec> tsMembers(const TsSpec& s, const Bytes& pickle)
+{
+    std::vector<ZipMemberSpec> m;
+    m.push_back({{s.prefix + "data.pkl", pickle, false}});
+    if (!s.byteorder.empty())
+        m.push_back({{s.prefix + "byteorder", Bytes(s.byteorder.begin(), s.byteorder.end()), false}});
+    if (s.module) {
+        const std::string code = kTsCode;
+        m.push_back({{s.prefix + "code/__torch__/torch/nn/modules/rnn.py",
+                      Bytes(code.begin(), code.end()), true}});
+        m.push_back({{s.prefix + "constants.pkl", Bytes{0x80, 2, ')', '.'}, false}});
+    }
+    m.push_back({{s.prefix + "version", Bytes{'3', '\n'}, false}});
+    std::size_t i = 0;
+    for (const auto& [key, data] : s.storages) {
+        const bool last = ++i == s.storages.size();
+        m.push_back({{s.prefix + "data/" + key, data, last && s.deflateLast}});
+        if (s.prefix + "data/" + key == s.duplicateMember)
+            m.push_back({{s.prefix + "data/" + key, data, false}});
+    }
+    return m;
+}
+
+Bytes tsFile(const TsSpec& s) { return zipLayout(tsMembers(s, tsPickle(s).b)).bytes; }
+
+std::vector<CorruptFile> torchScriptDefects()
+{
+    const std::string name = "model.pt";
+    std::vector<CorruptFile> out;
+    const TsSpec base = tsBase();
+    auto add = [&](Defect d, const std::string& note, const TsSpec& s,
+                   std::optional<ErrorCode> code = std::nullopt, const std::string& text = {}) {
+        out.push_back(make(d, note, tsFile(s), name, code, text));
+    };
+    auto edit = [&](std::size_t tensor, auto&& change) {
+        TsSpec s = base;
+        change(s.tensors.at(tensor));
+        return s;
+    };
+    add(Defect::None, "torch.save state dict of LSTM(2, 3)", base);
+    TsSpec script = base;
+    script.module = true;
+    script.prefix = "lstm/";
+    add(Defect::None, "TorchScript module with code and Final constants", script);
+    TsSpec shared = base;
+    shared.tensors[2] = tsTensor("bias_ih_l0", {12}, {1}, "2", 24, 0);
+    shared.tensors[3] = tsTensor("bias_hh_l0", {12}, {1}, "2", 24, 12);
+    shared.storages.erase("3");
+    shared.storages["2"] = floatBytes(tsValues(24, 2));
+    add(Defect::None, "both biases are views of one storage", shared);
+    TsSpec dupKey = base;
+    dupKey.duplicateKey = std::make_pair(std::string("bias_hh_l0"), std::string("bias_ih_l0"));
+    add(Defect::DuplicateName, "key set twice in data.pkl (Python keeps the last value)", dupKey);
+
+    // The container: every zip boundary, then the defects shared with the zip formats.
+    const std::vector<ZipMemberSpec> members = tsMembers(base, tsPickle(base).b);
+    const ZipLayout z = zipLayout(members);
+    addTruncations(out, z.bytes, zipMarks(z), name, "end of central directory|file is only");
+    const std::size_t zipFirst = out.size();
+    addZipDefects(out, members, name);
+    // A member claiming gigabytes: the archive reader refuses it before the zip reader's own
+    // checks (its members may not decompress to more than 16 times the file).
+    for (std::size_t i = zipFirst; i < out.size(); ++i)
+        if (out[i].defect == Defect::HugeTensor)
+            out[i].expectText += "|its members decompress to more than 16 times the file's";
+
+    // data.pkl cut short: at every opcode, and one byte into each (inside its argument).
+    const PickleWriter pickle = tsPickle(base);
+    std::set<std::size_t> cuts;
+    for (std::size_t at : pickle.ops) {
+        cuts.insert(at);
+        cuts.insert(at + 1);
+    }
+    for (std::size_t cut : cuts) {
+        if (cut == 0 || cut >= pickle.b.size())
+            continue;
+        const Bytes shorter(pickle.b.begin(), pickle.b.begin() + static_cast<std::ptrdiff_t>(cut));
+        out.push_back(make(Defect::Truncated,
+                           "data.pkl cut at " + std::to_string(cut) + " of " +
+                               std::to_string(pickle.b.size()),
+                           zipLayout(tsMembers(base, shorter)).bytes, name, ErrorCode::BadInput,
+                           "data.pkl: the pickle ends"));
+    }
+    Bytes stopFirst = pickle.b;
+    stopFirst[2] = '.';
+    out.push_back(make(Defect::Truncated, "data.pkl: STOP before anything is pushed",
+                       zipLayout(tsMembers(base, stopFirst)).bytes, name, ErrorCode::BadInput,
+                       "STOP with an empty stack"));
+
+    // Not an archive torch 1.6+ writes.
+    out.push_back(make(Defect::BadMagic, "a legacy (pre-1.6) torch.save pickle",
+                       tsPickle(base).b, name, ErrorCode::Unsupported, "legacy"));
+    out.push_back(make(Defect::BadMagic, "a zip without data.pkl",
+                       buildZip({{"weights/0", floatBytes({1, 2}), false}}), name,
+                       ErrorCode::BadInput, "without data.pkl"));
+    TsSpec big = base;
+    big.byteorder = "big";
+    add(Defect::BadMagic, "byteorder 'big'", big, ErrorCode::Unsupported, "big-endian");
+    Bytes inst = pickle.b;
+    inst[pickle.ops.at(3)] = 'i';  // the REDUCE that makes the OrderedDict, now INST
+    out.push_back(make(Defect::UnknownDtype, "opcode INST (0x69), which runs code",
+                       zipLayout(tsMembers(base, inst)).bytes, name, ErrorCode::BadInput,
+                       "unsupported pickle opcode 0x69"));
+
+    // Storage records against their members.
+    add(Defect::CountPastEnd, "storage claims 200 floats, its member holds 24",
+        edit(0, [](TsTensor& t) { t.numel = 200; }), ErrorCode::BadInput,
+        "more than the 96 bytes of its member");
+    add(Defect::HugeTensor, "storage claims 25 G floats (100 GB)",
+        edit(0, [](TsTensor& t) { t.numel = static_cast<std::int64_t>(kHugeElements); }),
+        ErrorCode::BadInput, "more than the 96 bytes of its member");
+    add(Defect::OffsetPastEnd, "offset 20 into a storage of 12",
+        edit(2, [](TsTensor& t) { t.offset = 20; }), ErrorCode::BadInput,
+        "past the end of its storage");
+    add(Defect::CountPastEnd, "shape [40, 2] over a storage of 24",
+        edit(0, [](TsTensor& t) { t.size = {40, 2}; }), ErrorCode::BadInput,
+        "past the end of its storage");
+    add(Defect::OffsetPastEnd, "storage key 'nine' has no member",
+        edit(1, [](TsTensor& t) { t.key = "nine"; }), ErrorCode::BadInput,
+        "'data/nine' is missing from the archive");
+    add(Defect::DimOverflow, "stride 2^62",
+        edit(0, [](TsTensor& t) { t.stride = {std::int64_t{1} << 62, 1}; }), ErrorCode::BadInput,
+        "overflows");
+    add(Defect::DimOverflow, "shape [2^31, 2^31, 2^31] at stride 0",
+        edit(0,
+             [](TsTensor& t) {
+                 t.size = {std::int64_t{1} << 31, std::int64_t{1} << 31, std::int64_t{1} << 31};
+                 t.stride = {0, 0, 0};
+             }),
+        ErrorCode::BadInput, "overflows");
+    add(Defect::HugeTensor, "one float viewed 25 G times (stride 0)",
+        edit(2,
+             [](TsTensor& t) {
+                 t.size = {static_cast<std::int64_t>(kHugeElements)};
+                 t.stride = {0};
+             }),
+        ErrorCode::BadInput, "would take 100000000000 bytes");
+    add(Defect::DimOverflow, "negative stride",
+        edit(1, [](TsTensor& t) { t.stride = {3, -1}; }), ErrorCode::BadInput,
+        "negative size or stride");
+    add(Defect::CountPastEnd, "size and stride of different lengths",
+        edit(1, [](TsTensor& t) { t.stride = {3}; }), ErrorCode::BadInput,
+        "tuples of one length");
+    add(Defect::UnknownDtype, "storage class ComplexFloatStorage",
+        edit(0, [](TsTensor& t) { t.storageClass = "ComplexFloatStorage"; }),
+        ErrorCode::Unsupported, "storage type torch.ComplexFloatStorage is not supported");
+    add(Defect::UnknownDtype, "storage class QInt8Storage",
+        edit(3, [](TsTensor& t) { t.storageClass = "QInt8Storage"; }), ErrorCode::Unsupported,
+        "storage type torch.QInt8Storage is not supported");
+    add(Defect::UnknownDtype, "persistent id tagged 'blob', not 'storage'",
+        edit(0, [](TsTensor& t) { t.pidTag = "blob"; }), ErrorCode::BadInput,
+        "is not a ('storage', type, key, location, size) record");
+
+    // Names.
+    TsSpec dupMember = base;
+    dupMember.duplicateMember = "model/data/1";
+    add(Defect::DuplicateName, "member data/1 twice", dupMember, ErrorCode::BadInput,
+        "two members named 'model/data/1'");
+    TsSpec dupTensor = base;
+    dupTensor.tensors.push_back(tsTensor("b", {2}, {1}, "2", 12));
+    dupTensor.tensors.back().group = "a";
+    dupTensor.tensors.push_back(tsTensor("a.b", {2}, {1}, "3", 12));
+    add(Defect::DuplicateName, "tensor 'a.b' and dict 'a' holding 'b'", dupTensor,
+        ErrorCode::BadInput, "two tensors are named 'a.b'");
+
+    // Values: read, then refused where quantization observes them.
+    TsSpec nan = base;
+    auto nanValues = tsValues(36, 1);
+    nanValues[7] = kNaN;
+    nan.storages["1"] = floatBytes(nanValues);
+    add(Defect::NanWeights, "weight_hh_l0 with a NaN", nan, ErrorCode::BadInput,
+        "'weight_hh_l0' holds NaN or infinite values");
+    TsSpec inf = base;
+    auto infValues = tsValues(12, 3);
+    infValues[11] = -kInf;
+    inf.storages["3"] = floatBytes(infValues);
+    add(Defect::InfWeights, "bias_hh_l0 with -Inf", inf, ErrorCode::BadInput,
+        "'bias_hh_l0' holds NaN or infinite values");
+    return out;
+}
+
 // ---- random mutations --------------------------------------------------------------------------
 
 /// One to four byte-level edits of the kinds fuzzers use: flip a bit, set a byte or a word to
@@ -1255,6 +1630,7 @@ std::string_view formatName(CorruptFormat format)
     case CorruptFormat::Npz: return "npz";
     case CorruptFormat::Image: return "image";
     case CorruptFormat::Zip: return "zip";
+    case CorruptFormat::TorchScript: return "torchscript";
     }
     return "?";
 }
@@ -1312,6 +1688,7 @@ std::vector<CorruptFile> structuralDefects(CorruptFormat format)
     case CorruptFormat::Npz: return npzDefects();
     case CorruptFormat::Image: return imageDefects();
     case CorruptFormat::Zip: return zipDefects();
+    case CorruptFormat::TorchScript: return torchScriptDefects();
     }
     return {};
 }

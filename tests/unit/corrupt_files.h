@@ -24,13 +24,14 @@ enum class CorruptFormat {
     Npz,   ///< zip container + .npy members, through loadDataset
     Image, ///< PNG and JPEG through stb_image (readImageFolder)
     Zip,   ///< the zip reader alone (listZipEntries + extractZipEntry)
-    // TorchScript: add a value here (and a generator and runner) when core/io/torchscript lands.
+    TorchScript, ///< torch.save / TorchScript zips (hand-made pickles) through openModel
 };
 
 /// Every format, for loops.
 inline constexpr CorruptFormat kCorruptFormats[] = {
     CorruptFormat::Onnx, CorruptFormat::Safetensors, CorruptFormat::Gguf, CorruptFormat::Idx,
     CorruptFormat::Npy,  CorruptFormat::Npz,         CorruptFormat::Image, CorruptFormat::Zip,
+    CorruptFormat::TorchScript,
 };
 
 /// "onnx", "safetensors", ...

@@ -2,7 +2,8 @@
 // of corrupt_files.h, then seeded random mutations) go through the reader a user's file would
 // go through. Every one must end in a clean success or an Error that names the file and says
 // why; structural defects must give their specific error. The tally (defect -> message class
-// -> count) is printed. Seed: BITLENS_CORRUPT_SEED (default 8), printed.
+// -> count) is printed. TorchScript / torch.save archives go through openModel, as a user's .pt
+// does. Seed: BITLENS_CORRUPT_SEED (default 8), printed.
 
 #include "corrupt_files.h"
 #include "temp_dir.h"
@@ -149,6 +150,13 @@ Result<void> openAndUse(CorruptFormat format, const CorruptFile& file, const Tem
         }
         return {};
     }
+    case CorruptFormat::TorchScript: {
+        writeFile(named, file.bytes);
+        auto model = openModel(named);
+        if (!model)
+            return model.error();
+        return observeWeights((*model)->graph().initializers, named);
+    }
     }
     return Error::runtime("unknown format");
 }
@@ -274,6 +282,7 @@ TEST(CorruptFiles, Npy) { runFormat(CorruptFormat::Npy); }
 TEST(CorruptFiles, Npz) { runFormat(CorruptFormat::Npz); }
 TEST(CorruptFiles, Image) { runFormat(CorruptFormat::Image); }
 TEST(CorruptFiles, Zip) { runFormat(CorruptFormat::Zip); }
+TEST(CorruptFiles, TorchScript) { runFormat(CorruptFormat::TorchScript); }
 
 /// Every format has each of the defects the issue lists, and a 100 GB tensor claim among them.
 TEST(CorruptFiles, EveryFormatHasTheListedDefects)

@@ -240,8 +240,10 @@ TEST(Qat, LsqLearnsScalesAndTheResultIsAnOrdinaryQuantizedModel)
         EXPECT_EQ(lq.weight.scale.sizes(), ptq.layers.at(name).weight.scale.sizes());
         // The stored fake-quantized weight is the quantize-dequantize of the stored float
         // weight with the learned scales, which are not the weight's min-max scales.
+        // (A named copy: clang 14 cannot capture a structured binding in a lambda.)
+        const std::string& layerName = name;
         const ir::Node& node = *std::find_if(qat.graph.nodes.begin(), qat.graph.nodes.end(),
-                                             [&](const ir::Node& n) { return n.name == name; });
+                                             [&](const ir::Node& n) { return n.name == layerName; });
         const at::Tensor view = quant::weightView(node, lq.weightFloat);
         EXPECT_TRUE(at::equal(lq.weightFq, quant::weightUnview(
                                                node, quant::fakeQuantize(view, lq.weight),
