@@ -221,6 +221,9 @@ void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
 constexpr std::int64_t kNibbleVnniKMultiple = 32;
 /// Output channels per panel of the VNNI 4-bit layout.
 constexpr std::int64_t kNibbleVnniPanel = 16;
+/// Largest group of the VNNI 4-bit kernel: a group's int32 sum of u * q is at most
+/// 15 * 127 * group, under 2^31 up to 2^20 elements.
+constexpr std::int64_t kNibbleVnniMaxGroup = std::int64_t{1} << 20;
 
 /// Integer 4-bit weights [N, K] packed for nibble4GemvVnni (layout above).
 struct Nibble4VnniPackedWeight {
@@ -235,7 +238,8 @@ struct Nibble4VnniPackedWeight {
 };
 
 /// Packs codes u [N, K] (values 0..15, weight = u * scale + offset) with scale / offset [N, G]
-/// (offset may be null) for groups of `group` elements (a multiple of 32).
+/// (offset may be null) for groups of `group` elements (a multiple of 32, at most
+/// kNibbleVnniMaxGroup).
 Nibble4VnniPackedWeight packNibble4Vnni(const std::uint8_t* u, std::int64_t n, std::int64_t k,
                                         std::int64_t ldu, std::int64_t group, const float* scale,
                                         const float* offset);

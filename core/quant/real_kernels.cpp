@@ -187,7 +187,11 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
             // Integer codes (identity table): the VNNI kernel, with the activations rounded to
             // int8 per group (kernels/lowbit.h gives the error bound); code tables keep the
             // float-activation kernel.
-            plan.vnni = isInt4Codes(wt) && kernels::cpuFeatures().avx512Vnni;
+            // Per-channel scales make one group of the whole (padded) row.
+            const std::int64_t vnniGroup =
+                *group ? *group : roundUp(k, kernels::kNibbleVnniKMultiple);
+            plan.vnni = isInt4Codes(wt) && kernels::cpuFeatures().avx512Vnni &&
+                        vnniGroup <= kernels::kNibbleVnniMaxGroup;
             if (plan.vnni) {
                 plan.name = "bitlens avx512-vnni " + type + " gemv " +
                             (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +

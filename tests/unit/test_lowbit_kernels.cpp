@@ -397,6 +397,9 @@ TEST(Nibble4VnniPack, PutsElement8JPlusTLowAnd8JPlus4PlusTHigh)
     EXPECT_EQ(p.offset.size(), 0u);
     EXPECT_THROW(packNibble4Vnni(u.data(), 1, 40, 40, 48, s.data(), nullptr),
                  std::invalid_argument);
+    // A group whose int32 sums could overflow is refused before anything is allocated.
+    EXPECT_THROW(packNibble4Vnni(u.data(), 1, 40, 40, kNibbleVnniMaxGroup + 32, s.data(), nullptr),
+                 std::invalid_argument);
 }
 
 TEST(Nibble4GemvVnniRef, StaysWithinTheDocumentedBoundOfTheFloatActivationResult)

@@ -222,7 +222,7 @@ Nibble4VnniPackedWeight packNibble4Vnni(const std::uint8_t* u, std::int64_t n, s
                                         const float* offset)
 {
     if (n < 0 || k < 1 || ldu < k || group < kNibbleGroupMultiple ||
-        group % kNibbleGroupMultiple != 0)
+        group % kNibbleGroupMultiple != 0 || group > kNibbleVnniMaxGroup)
         throw std::invalid_argument("packNibble4Vnni: bad shape or group");
     Nibble4VnniPackedWeight p;
     p.n = n;
