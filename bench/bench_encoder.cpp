@@ -3,7 +3,10 @@
 // dynamic int8 kernel (per-tensor uint8 activations quantized per batch, per-channel int8
 // weights, VNNI GEMM with fused dequantization and bias). The int8 model also fuses what a
 // quantizing engine fuses: Q, K and V in one GEMM (the activations are quantized once, not three
-// times) with the attention's 1 / sqrt(d_head) folded into Q's output scale and bias. The
+// times) with the attention's 1 / sqrt(d_head) folded into Q's output scale and bias, the
+// skip connections added in the epilogues of the O and FFN-down GEMMs, AVX-512 min/max for the
+// dynamic scale and a reused activation-code buffer (`_unfused` runs it without the last
+// three, as before, for a side-by-side measurement). The
 // non-linear parts (scaled_dot_product_attention, LayerNorm, GELU) are LibTorch's float ops
 // on both sides. This is a hand-built LibTorch model around BitLens's kernels, not the graph
 // executor (which has no LayerNorm yet). bench/peers.py builds the same
@@ -27,6 +30,11 @@ using namespace bitlens::kernels;
 
 constexpr std::int64_t kHidden = 384, kHeads = 12, kInter = 1536, kLayers = 6;
 constexpr std::int64_t kBatch = 8, kSeq = 128;
+
+/// Float32; int8 as the engine runs it (own min/max, a reused code buffer, skip connections
+/// added in the GEMM epilogue); int8 as this benchmark ran it before those three (at::aminmax,
+/// a fresh code tensor per Linear, separate adds), kept to measure them side by side.
+enum class Mode { Float, Int8, Int8Unfused };
 
 /// One Linear: float weights and bias, and the int8 copy packed for the VNNI GEMM.
 struct Linear {
@@ -59,30 +67,49 @@ struct Linear {
     at::Tensor floatForward(const at::Tensor& x) const { return at::linear(x, w, b); }
 
     /// Dynamic int8: per-tensor uint8 qparams from the batch (MinMaxObserver's rule), then the
-    /// fused kernel.
-    at::Tensor int8Forward(const at::Tensor& x) const
+    /// fused kernel; `residual` (same shape as the output, or undefined) is added in the GEMM's
+    /// epilogue. The activation codes live in a per-thread buffer that only grows: a fresh
+    /// multi-megabyte allocation per Linear costs page faults on every call.
+    at::Tensor int8Forward(const at::Tensor& x, const at::Tensor& residual = {},
+                           bool unfused = false) const
     {
         const at::Tensor x2 = x.contiguous();
-        const auto [lo, hi] = at::aminmax(x2);
-        const float a = std::min(0.0f, lo.item<float>()), c = std::max(0.0f, hi.item<float>());
+        float lo = 0.0f, hi = 0.0f;
+        if (unfused) {
+            const auto [a, c] = at::aminmax(x2);
+            lo = a.item<float>();
+            hi = c.item<float>();
+        } else {
+            minMaxF32(x2.data_ptr<float>(), x2.numel(), &lo, &hi);
+        }
+        const float a = std::min(0.0f, lo), c = std::max(0.0f, hi);
         float scale = std::max((c - a) / 255.0f, 1.1920929e-07f);
         const std::int32_t zero = std::clamp(static_cast<std::int32_t>(std::nearbyint(-a / scale)), 0, 255);
         const float inv = 1.0f / scale;
         const std::int64_t m = x2.numel() / packed->k;
-        at::Tensor u = at::empty({m, packed->kPadded}, at::kByte);
+        thread_local AlignedArray<std::uint8_t> buffer;
+        const std::size_t bytes = static_cast<std::size_t>(m * packed->kPadded);
+        if (buffer.size() < bytes)
+            buffer = AlignedArray<std::uint8_t>(bytes);
+        at::Tensor fresh;
+        if (unfused)
+            fresh = at::empty({static_cast<std::int64_t>(bytes)}, at::kByte);
+        std::uint8_t* u = unfused ? fresh.data_ptr<std::uint8_t>() : buffer.data();
         quantizeRowsU8(x2.data_ptr<float>(), m, packed->k, packed->k, &inv, &zero, false, 0, 255, 0,
-                       u.data_ptr<std::uint8_t>(), packed->kPadded);
+                       u, packed->kPadded);
         at::Tensor y = at::empty({m, packed->n});
-        const Int8Epilogue e{&scale, false, wScale.data_ptr<float>(), b.data_ptr<float>()};
-        int8GemmVnniF32({u.data_ptr<std::uint8_t>(), m, packed->kPadded, &zero, false}, *packed, e,
+        Int8Epilogue e{&scale, false, wScale.data_ptr<float>(), b.data_ptr<float>()};
+        at::Tensor r;
+        if (residual.defined()) {
+            r = residual.reshape({m, packed->n}).contiguous();
+            e.residual = r.data_ptr<float>();
+            e.ldResidual = packed->n;
+        }
+        int8GemmVnniF32({u, m, packed->kPadded, &zero, false}, *packed, e,
                         y.data_ptr<float>());
         return y;
     }
 
-    at::Tensor forward(const at::Tensor& x, bool int8) const
-    {
-        return int8 ? int8Forward(x) : floatForward(x);
-    }
 };
 
 constexpr std::int64_t kHeadDim = kHidden / kHeads;
@@ -102,8 +129,10 @@ struct EncoderLayer {
     }
 
     /// x: [B * S, hidden].
-    at::Tensor forward(const at::Tensor& x, bool int8) const
+    at::Tensor forward(const at::Tensor& x, Mode mode) const
     {
+        const bool int8 = mode != Mode::Float;
+        const bool unfused = mode == Mode::Int8Unfused;
         const auto heads = [&](const at::Tensor& t) {
             return t.view({kBatch, kSeq, kHeads, kHeadDim}).transpose(1, 2);
         };
@@ -111,7 +140,7 @@ struct EncoderLayer {
         // Hugging Face's BERT / MiniLM run it by default (and bench/peers.py does).
         at::Tensor ctx;
         if (int8) {
-            const at::Tensor all = qkv.int8Forward(x);  // [B * S, 3 * hidden]
+            const at::Tensor all = qkv.int8Forward(x, {}, unfused);  // [B * S, 3 * hidden]
             ctx = at::scaled_dot_product_attention(heads(all.narrow(1, 0, kHidden)),
                                                    heads(all.narrow(1, kHidden, kHidden)),
                                                    heads(all.narrow(1, 2 * kHidden, kHidden)),
@@ -122,8 +151,20 @@ struct EncoderLayer {
                                                    heads(v.floatForward(x)));
         }
         ctx = ctx.transpose(1, 2).reshape({-1, kHidden});
-        const at::Tensor h = at::layer_norm(x + o.forward(ctx, int8), {kHidden}, ln1w, ln1b);
-        const at::Tensor f = down.forward(at::gelu(up.forward(h, int8)), int8);
+        if (unfused) {
+            const at::Tensor h =
+                at::layer_norm(x + o.int8Forward(ctx, {}, true), {kHidden}, ln1w, ln1b);
+            const at::Tensor f = down.int8Forward(at::gelu(up.int8Forward(h, {}, true)), {}, true);
+            return at::layer_norm(h + f, {kHidden}, ln2w, ln2b);
+        }
+        if (int8) {
+            // The skip connections are added in the GEMMs' epilogues (same sums, one pass less).
+            const at::Tensor h = at::layer_norm(o.int8Forward(ctx, x), {kHidden}, ln1w, ln1b);
+            return at::layer_norm(down.int8Forward(at::gelu(up.int8Forward(h)), h), {kHidden},
+                                  ln2w, ln2b);
+        }
+        const at::Tensor h = at::layer_norm(x + o.floatForward(ctx), {kHidden}, ln1w, ln1b);
+        const at::Tensor f = down.floatForward(at::gelu(up.floatForward(h)));
         return at::layer_norm(h + f, {kHidden}, ln2w, ln2b);
     }
 };
@@ -138,11 +179,11 @@ struct Encoder {
             layers.emplace_back(gen);
         x = at::randn({kBatch * kSeq, kHidden}, gen);
     }
-    at::Tensor forward(bool int8) const
+    at::Tensor forward(Mode mode) const
     {
         at::Tensor h = x;
         for (const auto& l : layers)
-            h = l.forward(h, int8);
+            h = l.forward(h, mode);
         return h;
     }
 };
@@ -153,28 +194,36 @@ const Encoder& encoder()
     return e;
 }
 
-void BM_EncoderMiniLM(benchmark::State& state, bool int8)
+void BM_EncoderMiniLM(benchmark::State& state, Mode mode)
 {
+    const bool int8 = mode != Mode::Float;
     if (int8 && !cpuFeatures().avx512Vnni) {
         state.SkipWithError("no AVX512-VNNI");
         return;
     }
     c10::InferenceMode guard;
     const Encoder& e = encoder();
-    const at::Tensor ref = e.forward(false);
-    const at::Tensor out = e.forward(int8);
+    const at::Tensor ref = e.forward(Mode::Float);
+    const at::Tensor out = e.forward(mode);
     const double sqnr = 10.0 * std::log10(ref.pow(2).sum().item<double>() /
                                           std::max((out - ref).pow(2).sum().item<double>(), 1e-30));
     for (auto _ : state)
-        benchmark::DoNotOptimize(e.forward(int8).data_ptr());
+        benchmark::DoNotOptimize(e.forward(mode).data_ptr());
     state.counters["samples_per_s"] = benchmark::Counter(
         static_cast<double>(kBatch), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["sqnr_db"] = int8 ? sqnr : 0.0;
-    state.SetLabel(int8 ? "bitlens vnni dynamic int8 linears" : "float32 LibTorch");
+    state.SetLabel(mode == Mode::Int8          ? "bitlens vnni dynamic int8 linears"
+                   : mode == Mode::Int8Unfused ? "bitlens vnni dynamic int8, unfused (before)"
+                                               : "float32 LibTorch");
 }
 
-BENCHMARK_CAPTURE(BM_EncoderMiniLM, float32, false)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_EncoderMiniLM, bitlens_dynamic_int8, true)
+BENCHMARK_CAPTURE(BM_EncoderMiniLM, float32, Mode::Float)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncoderMiniLM, bitlens_dynamic_int8, Mode::Int8)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncoderMiniLM, bitlens_dynamic_int8_unfused, Mode::Int8Unfused)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

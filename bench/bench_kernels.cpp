@@ -258,6 +258,45 @@ void BM_GemvBitlens(benchmark::State& state, bool nf4, std::int64_t group)
                    std::to_string(group));
 }
 
+/// The same int4 weights (codes, scales, offsets) packed for the VNNI GEMV.
+const std::vector<Nibble4VnniPackedWeight>& vnniLayers(int layers, std::int64_t group)
+{
+    static std::map<std::pair<int, std::int64_t>, std::vector<Nibble4VnniPackedWeight>> cache;
+    auto& v = cache[{layers, group}];
+    const std::int64_t d = kGemvSize;
+    while (static_cast<int>(v.size()) < layers) {
+        const at::Tensor u = at::randint(0, 16, {d, d}, gen(200 + v.size()), at::kByte);
+        const at::Tensor s = at::rand({d, d / group}, gen(300 + v.size())) * 0.01;
+        const at::Tensor o = at::randn({d, d / group}, gen(400 + v.size())) * 0.01;
+        v.push_back(packNibble4Vnni(u.data_ptr<std::uint8_t>(), d, d, d, group,
+                                    s.data_ptr<float>(), o.data_ptr<float>()));
+    }
+    return v;
+}
+
+/// int4 with the activations quantized to int8 per group, vpdpbusd (kernels/lowbit.h).
+void BM_GemvBitlensVnni(benchmark::State& state, std::int64_t group)
+{
+    if (!cpuFeatures().avx512Vnni) {
+        state.SkipWithError("no AVX512-VNNI");
+        return;
+    }
+    const std::int64_t m = state.range(0);
+    const int layers = static_cast<int>(state.range(1));
+    const auto& w = vnniLayers(layers, group);
+    const at::Tensor x = at::randn({m, kGemvSize}, gen(5));
+    at::Tensor y = at::empty({m, kGemvSize});
+    for (auto _ : state)
+        for (const auto& p : w) {
+            nibble4GemvVnni(x.data_ptr<float>(), m, kGemvSize, p, y.data_ptr<float>());
+            benchmark::DoNotOptimize(y.data_ptr());
+        }
+    const auto& p = w.front();
+    setBytes(state, static_cast<double>(p.data.size() + 4 * p.scale.size() + 4 * p.offset.size()),
+             layers);
+    state.SetLabel("bitlens vnni int4 x int8-per-group g" + std::to_string(group));
+}
+
 void BM_GemvTorchInt4(benchmark::State& state)
 {
     c10::InferenceMode guard;
@@ -296,6 +335,13 @@ BENCHMARK_CAPTURE(BM_GemvBitlens, int4_g32, false, 32)
 BENCHMARK_CAPTURE(BM_GemvBitlens, int4_g128, false, 128)
     ->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GemvBitlens, int4_g64_over_llc, false, 64)
+    ->ArgNames({"M", "layers"})->Args({1, 32})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g64, 64)->Apply(gemvArgs);
+BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g32, 32)
+    ->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g128, 128)
+    ->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g64_over_llc, 64)
     ->ArgNames({"M", "layers"})->Args({1, 32})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GemvTorchInt4)->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(
     benchmark::kMillisecond);

@@ -102,12 +102,15 @@ struct Int8PackedWeight {
 Int8PackedWeight packInt8Weight(const std::int8_t* w, std::int64_t n, std::int64_t k,
                                 std::int64_t ldw);
 
-/// How the int32 accumulator becomes float: y = float(acc) * (xScale[m] * wScale[n]) + bias[n].
+/// How the int32 accumulator becomes float: y = float(acc) * (xScale[m] * wScale[n]) + bias[n]
+/// (+ residual[m, n], added last: a transformer's skip connection fused into the GEMM).
 struct Int8Epilogue {
     const float* xScale = nullptr;  ///< [M], or one value when xScalePerRow is false
     bool xScalePerRow = false;
     const float* wScale = nullptr;  ///< [N]
     const float* bias = nullptr;    ///< [N] or null
+    const float* residual = nullptr;  ///< [M, ldResidual] or null
+    std::int64_t ldResidual = 0;
 };
 
 /// Activation codes u [M, ldx] (ldx >= kPadded; bytes in [K, kPadded) are read but multiply zero
@@ -141,6 +144,11 @@ void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t
                     const float* invScale, const std::int32_t* zeroPoint, bool perRow,
                     std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
                     std::int64_t ldu);
+/// min and max of x [count] (for dynamic activation scales); NaN anywhere gives NaN for both,
+/// as at::aminmax does. AVX-512 when present, threaded.
+void minMaxF32(const float* x, std::int64_t count, float* lo, float* hi);
+/// Scalar twin of minMaxF32.
+void minMaxF32Ref(const float* x, std::int64_t count, float* lo, float* hi);
 /// Scalar twin of quantizeRowsU8.
 void quantizeRowsU8Ref(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
                        const float* invScale, const std::int32_t* zeroPoint, bool perRow,
@@ -186,6 +194,71 @@ void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
 /// kernels' float rounding against).
 void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
                     const Nibble4PackedWeight& w, float* y);
+
+// --- int4 GEMV on VNNI (int8 activations per group) ---------------------------------------------
+//
+// For integer 4-bit codes (table = {0..15}: int4 / uint4 with a zero point in the offset) the
+// activation row is quantized once per weight group to int8 and the inner products run on
+// vpdpbusd (u8 nibble x s8 activation -> s32), as llama.cpp's Q4 x Q8 dot does. This changes
+// the numerics: it is its own kernel (with a `_ref` twin, equal bit for bit), not a faster
+// nibble4GemmAvx512. Per row of x and group g (elements [g * group, min(K, (g + 1) * group))):
+//   amax = max |x_k|, d_g = amax / 127, q_k = clamp(round_half_even(x_k * (127 / amax)), +-127)
+//   (q = 0, d = 0 for an all-zero group), xsum_g = sum_k x_k (float, in k order). Then
+//   y[m, n] = sum_g ( float(sum_k u[n, k] q_k) * (s[n, g] * d_g) + mn[n, g] * xsum_g ),
+//   accumulated over g in order with fused multiply-adds, starting from 0.
+// Error against the float-activation result (nibble4GemmRef, exact up to float rounding):
+//   |x_k - d_g q_k| <= d_g / 2, so
+//   |y - y_exact| <= sum_g |s[n, g]| (d_g / 2) sum_{k in g} u[n, k]   (+ float32 rounding).
+// Relative to the output it is about 1 / 254 of the group's largest |x| per weight, which
+// averages out over K: tests/unit/test_lowbit_kernels.cpp checks the bound.
+// A non-finite x in a group makes its d_g NaN, so that row's outputs are NaN.
+// Packed layout: panels of 16 output channels; per panel, for each 8 consecutive k one 64-byte
+// chunk whose byte 4 r + t holds channel r's element 8 j + t in its low nibble and 8 j + 4 + t
+// in its high nibble (t = 0..3). One load and two masks give two vpdpbusd operands, each
+// lane r summing 4 products of channel r. Scales and offsets are [panel][group][16].
+
+/// Elements K is padded to for the VNNI 4-bit layout.
+constexpr std::int64_t kNibbleVnniKMultiple = 32;
+/// Output channels per panel of the VNNI 4-bit layout.
+constexpr std::int64_t kNibbleVnniPanel = 16;
+/// Largest group of the VNNI 4-bit kernel: a group's int32 sum of u * q is at most
+/// 15 * 127 * group, under 2^31 up to 2^20 elements.
+constexpr std::int64_t kNibbleVnniMaxGroup = std::int64_t{1} << 20;
+
+/// Integer 4-bit weights [N, K] packed for nibble4GemvVnni (layout above).
+struct Nibble4VnniPackedWeight {
+    std::int64_t n = 0;
+    std::int64_t k = 0;
+    std::int64_t kPadded = 0;  ///< K rounded up to kNibbleVnniKMultiple
+    std::int64_t group = 0;    ///< a multiple of 32
+    std::int64_t groups = 0;   ///< ceil(K / group)
+    AlignedArray<std::uint8_t> data;  ///< [ceil(N / 16)][kPadded / 8][64]
+    AlignedArray<float> scale;        ///< [ceil(N / 16)][groups][16] (0 beyond N)
+    AlignedArray<float> offset;       ///< the same shape, or empty when every offset is 0
+};
+
+/// Packs codes u [N, K] (values 0..15, weight = u * scale + offset) with scale / offset [N, G]
+/// (offset may be null) for groups of `group` elements (a multiple of 32, at most
+/// kNibbleVnniMaxGroup).
+Nibble4VnniPackedWeight packNibble4Vnni(const std::uint8_t* u, std::int64_t n, std::int64_t k,
+                                        std::int64_t ldu, std::int64_t group, const float* scale,
+                                        const float* offset);
+
+/// One row of activations quantized per group as described above: q [kPadded] (0 beyond K),
+/// d [groups], xsum [groups]. AVX-512 when present (bit-identical to the scalar twin).
+void quantizeGroupsQ8(const float* x, std::int64_t k, std::int64_t kPadded, std::int64_t group,
+                      std::int8_t* q, float* d, float* xsum);
+/// Scalar twin of quantizeGroupsQ8.
+void quantizeGroupsQ8Ref(const float* x, std::int64_t k, std::int64_t kPadded,
+                         std::int64_t group, std::int8_t* q, float* d, float* xsum);
+
+/// y [M, N] = the formula above for x [M, ldx] (ldx >= K; elements beyond K are not read).
+/// AVX512-VNNI (requires cpuFeatures().avx512Vnni); threads over panels of output channels.
+void nibble4GemvVnni(const float* x, std::int64_t m, std::int64_t ldx,
+                     const Nibble4VnniPackedWeight& w, float* y);
+/// Scalar twin: the same float operations in the same order (equal bit for bit).
+void nibble4GemvVnniRef(const float* x, std::int64_t m, std::int64_t ldx,
+                        const Nibble4VnniPackedWeight& w, float* y);
 
 /// bitsandbytes' NF4 code values (code 7 is 0).
 const float* nf4Table();

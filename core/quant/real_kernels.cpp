@@ -25,6 +25,8 @@ struct KernelPlan {
     std::int64_t kernelGroup = 0;          ///< Int4WeightOnly: the kernel's group size
     bool outliers = false;                 ///< Int8: LLM.int8() outlier columns
     bool own = false;                      ///< Int8: BitLens's AVX512-VNNI GEMM, not _int_mm
+    /// Nibble4WeightOnly with integer codes: the VNNI GEMV on int8 activations per group.
+    bool vnni = false;
 };
 
 /// The name of BitLens's own int8 GEMM (the LLM.int8() suffix is added to it as to _int_mm's).
@@ -182,6 +184,20 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
             plan.kind = KernelKind::Nibble4WeightOnly;
             plan.kernelGroup = *group;
             const std::string type(traits(wt).name);
+            // Integer codes (identity table): the VNNI kernel, with the activations rounded to
+            // int8 per group (kernels/lowbit.h gives the error bound); code tables keep the
+            // float-activation kernel.
+            // Per-channel scales make one group of the whole (padded) row.
+            const std::int64_t vnniGroup =
+                *group ? *group : roundUp(k, kernels::kNibbleVnniKMultiple);
+            plan.vnni = isInt4Codes(wt) && kernels::cpuFeatures().avx512Vnni &&
+                        vnniGroup <= kernels::kNibbleVnniMaxGroup;
+            if (plan.vnni) {
+                plan.name = "bitlens avx512-vnni " + type + " gemv " +
+                            (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +
+                            " (float32 -> int8 per group x " + type + " -> float32)";
+                return plan;
+            }
             plan.name = "bitlens avx512 " + type + " gemv " +
                         (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +
                         " (float32 x " + type + " -> float32)";
@@ -296,6 +312,8 @@ struct Prepared {
     std::shared_ptr<const kernels::Int8PackedWeight> own8;
     /// Nibble4WeightOnly: codes, group scales and offsets packed for the AVX-512 kernel.
     std::shared_ptr<const kernels::Nibble4PackedWeight> nibble4;
+    /// Nibble4WeightOnly with plan.vnni: the same codes packed for the VNNI GEMV.
+    std::shared_ptr<const kernels::Nibble4VnniPackedWeight> nibble4Vnni;
 };
 
 /// Per-output-channel scale of a per-channel or per-tensor weight, as a float32 [N] vector.
@@ -403,6 +421,16 @@ void prepareNibble4(Prepared& p, const at::Tensor& view, const LayerQuant& lq)
     for (std::size_t i = 0; i < table.size(); ++i)
         table[i] = integer ? static_cast<float>(i) : t.codes[i];
     p.kPadded = kPadded;
+    if (p.plan.vnni) {
+        // The VNNI layout pads K to 32 only; a per-channel group covers that padded row.
+        const std::int64_t vnniGroup =
+            p.plan.kernelGroup ? group : roundUp(p.k, kernels::kNibbleVnniKMultiple);
+        p.nibble4Vnni = std::make_shared<const kernels::Nibble4VnniPackedWeight>(
+            kernels::packNibble4Vnni(u.data_ptr<std::uint8_t>(), p.n, p.k, p.k, vnniGroup,
+                                     s.data_ptr<float>(),
+                                     offset.defined() ? offset.data_ptr<float>() : nullptr));
+        return;
+    }
     p.nibble4 = std::make_shared<const kernels::Nibble4PackedWeight>(kernels::packNibble4Weight(
         u.data_ptr<std::uint8_t>(), p.n, p.k, p.k, group, s.data_ptr<float>(),
         offset.defined() ? offset.data_ptr<float>() : nullptr, table.data(), 0));
@@ -574,6 +602,13 @@ at::Tensor runInt4(const Prepared& p, const at::Tensor& x2d)
 
 at::Tensor runNibble4(const Prepared& p, const at::Tensor& x2d)
 {
+    if (p.nibble4Vnni) {
+        const at::Tensor x = x2d.to(at::kFloat).contiguous();
+        at::Tensor y = at::empty({x.size(0), p.n});
+        kernels::nibble4GemvVnni(x.data_ptr<float>(), x.size(0), p.k, *p.nibble4Vnni,
+                                 y.data_ptr<float>());
+        return y;
+    }
     const at::Tensor x = padTo(x2d, x2d.size(0), p.kPadded).to(at::kFloat).contiguous();
     at::Tensor y = at::empty({x.size(0), p.n});
     kernels::nibble4GemmAvx512(x.data_ptr<float>(), x.size(0), p.kPadded, *p.nibble4,

@@ -31,9 +31,13 @@
 //                                                                               int8 gemm (vpdpbusd,
 //                                                                               fused quantize and
 //                                                                               dequant + bias)
-//   weight-only int4 / uint4 / int2 / NF4 /    Gemm, MatMul        AVX-512      bitlens avx512
-//     FP4, per-group (multiple of 32),                                          <type> gemv g<group>
-//     per-channel or per-tensor scales                                          (float32 accumulate)
+//   weight-only int4 / uint4 / int2, per-      Gemm, MatMul        AVX512-VNNI  bitlens avx512-vnni
+//     group (multiple of 32), per-channel or                                    <type> gemv g<group>
+//     per-tensor scales                                                         (int8 activations
+//                                                                               per group, vpdpbusd)
+//   weight-only NF4 / FP4 (and the integer     Gemm, MatMul        AVX-512      bitlens avx512
+//     codes without VNNI), same granularities                                   <type> gemv g<group>
+//                                                                               (float32 accumulate)
 //
 // * LibTorch's CPU _scaled_mm is a slow path (measured, torch 2.13, 2 cores: ~110 ms for a
 //   4096 x 4096 weight at M = 1 or 64, 10-90x slower than float32): real, and reported as such.
@@ -60,6 +64,10 @@
 //    bit for bit; y = float(acc) * (s_x * s_w[n]) + bias[n].
 //  - BitLens's 4-bit kernel: float32 activations and scales (no bf16 rounding): within float32
 //    rounding of the simulated result (sum_g s * sum table[u] x + offset * sum x per group).
+//  - BitLens's VNNI int4 kernel (integer codes): the activations rounded to int8 per weight
+//    group (d_g = max |x| / 127 over the group), so |real - simulated| <= sum_g |s| d_g / 2
+//    sum_{k in g} u (kernels/lowbit.h) plus float32 rounding: the simulated path stays the
+//    reference for analysis, this one is the measured speed (and its own error is reported).
 //  - Integer kernels have no NaN: a NaN activation becomes the code of 0 (the simulated path
 //    keeps NaN).
 //

@@ -10,6 +10,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 using namespace bitlens;
@@ -95,6 +98,17 @@ TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
                 // Same operations in the same order: at most a last-bit difference.
                 ASSERT_TRUE(at::allclose(yGot, yWant, 1e-6, 1e-6))
                     << (yGot - yWant).abs().max().item<float>();
+                // The residual (a skip connection) added last, read with its own stride.
+                const at::Tensor residual = at::randn({m, n + 3}, seeded(seed++));
+                Int8Epilogue er = e;
+                er.residual = residual.data_ptr<float>();
+                er.ldResidual = n + 3;
+                at::Tensor rGot = at::empty({m, n});
+                at::Tensor rWant = at::empty({m, n});
+                int8GemmVnniF32(x, p, er, rGot.data_ptr<float>());
+                int8GemmRefF32(x, p, er, rWant.data_ptr<float>());
+                ASSERT_TRUE(at::allclose(rGot, rWant, 1e-6, 1e-6));
+                ASSERT_TRUE(at::allclose(rWant, yWant + residual.narrow(1, 0, n), 1e-6, 1e-6));
             }
         }
     }
@@ -285,4 +299,217 @@ TEST(Nibble4Pack, PutsElementDPlus16SInNibbleSOfWordD)
         packNibble4Weight(u, 1, 33, 128, 32, s2, nullptr, uint4Table(), 0);
     EXPECT_EQ(q.kPadded, 128);
     EXPECT_EQ(q.groups, 2);
+}
+
+// --- int4 GEMV on VNNI with int8 activations per group ------------------------------------------
+
+namespace {
+
+struct VnniCase {
+    at::Tensor u, s, o;  // codes [N, K], scales / offsets [N, G]
+    Nibble4VnniPackedWeight packed;
+    Nibble4PackedWeight floatPacked;  // the same weights for the float-activation kernel
+};
+
+VnniCase randomVnni(std::int64_t n, std::int64_t k, std::int64_t group, bool offsets,
+                    std::uint64_t seed)
+{
+    VnniCase c;
+    c.u = at::randint(0, 16, {n, k}, seeded(seed), at::kByte);
+    const std::int64_t groups = (k + group - 1) / group;
+    c.s = at::rand({n, groups}, seeded(seed + 1)) * 0.2 + 0.01;
+    c.o = at::randn({n, groups}, seeded(seed + 2));
+    const float* o = offsets ? c.o.data_ptr<float>() : nullptr;
+    c.packed = packNibble4Vnni(c.u.data_ptr<std::uint8_t>(), n, k, k, group,
+                               c.s.data_ptr<float>(), o);
+    c.floatPacked = packNibble4Weight(c.u.data_ptr<std::uint8_t>(), n, k, k, group,
+                                      c.s.data_ptr<float>(), o, uint4Table(), 0);
+    return c;
+}
+
+} // namespace
+
+TEST(QuantizeGroupsQ8, RoundsEachGroupToItsOwnScaleAndTheFastPathIsBitIdentical)
+{
+    std::uint64_t seed = 700;
+    for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 64, 65, 100, 257}) {
+        for (std::int64_t group : {32, 64}) {
+            SCOPED_TRACE("K " + std::to_string(k) + " group " + std::to_string(group));
+            at::Tensor x = at::randn({k}, seeded(seed++)) * 3;
+            if (k > 40)
+                x.narrow(0, 32, 8).zero_();  // zeros inside a group
+            if (k >= 64 && group == 32)
+                x.narrow(0, 32, 32).zero_();  // a whole group of zeros: d = 0, q = 0
+            const std::int64_t kPadded = (k + 31) / 32 * 32, groups = (k + group - 1) / group;
+            std::vector<std::int8_t> q1(kPadded, 99), q2(kPadded, 99);
+            std::vector<float> d1(groups), d2(groups), s1(groups), s2(groups);
+            quantizeGroupsQ8Ref(x.data_ptr<float>(), k, kPadded, group, q1.data(), d1.data(),
+                                s1.data());
+            quantizeGroupsQ8(x.data_ptr<float>(), k, kPadded, group, q2.data(), d2.data(),
+                             s2.data());
+            ASSERT_EQ(q1, q2);
+            ASSERT_EQ(0, std::memcmp(d1.data(), d2.data(), groups * sizeof(float)));
+            ASSERT_EQ(0, std::memcmp(s1.data(), s2.data(), groups * sizeof(float)));
+            for (std::int64_t j = 0; j < kPadded; ++j) {
+                if (j >= k) {
+                    ASSERT_EQ(q1[j], 0);
+                    continue;
+                }
+                const float d = d1[static_cast<std::size_t>(j / group)];
+                const float xj = x[j].item<float>();
+                // Half a step of the group's grid (plus float rounding of x * inv).
+                ASSERT_LE(std::fabs(xj - d * q1[j]), d * 0.5f * (1 + 1e-5f) + 1e-30f) << j;
+                ASSERT_LE(std::abs(q1[j]), 127);
+            }
+        }
+    }
+    // A NaN or inf in a group: that group's d is NaN, the others are untouched.
+    std::vector<float> x(64, 1.0f);
+    x[40] = std::numeric_limits<float>::infinity();
+    std::vector<std::int8_t> q(64);
+    float d[2], s[2];
+    quantizeGroupsQ8(x.data(), 64, 64, 32, q.data(), d, s);
+    EXPECT_FLOAT_EQ(d[0], 1.0f / 127.0f);
+    EXPECT_EQ(q[0], 127);
+    EXPECT_TRUE(std::isnan(d[1]));
+}
+
+TEST(Nibble4VnniPack, PutsElement8JPlusTLowAnd8JPlus4PlusTHigh)
+{
+    std::vector<std::uint8_t> u(17 * 40, 0);
+    u[0 * 40 + 0] = 3;    // row 0, k 0: chunk 0, byte 0, low
+    u[0 * 40 + 5] = 9;    // row 0, k 5 = 4 + 1: chunk 0, byte 1, high
+    u[2 * 40 + 11] = 12;  // row 2, k 11 = 8 + 3: chunk 1, byte 64 + 8 + 3, low
+    u[16 * 40 + 39] = 7;  // row 16 (panel 1), k 39 = 32 + 4 + 3: chunk 4, byte 3, high
+    std::vector<float> s(17 * 2, 1.0f);
+    s[16 * 2 + 1] = 5.0f;
+    const Nibble4VnniPackedWeight p =
+        packNibble4Vnni(u.data(), 17, 40, 40, 32, s.data(), nullptr);
+    EXPECT_EQ(p.kPadded, 64);
+    EXPECT_EQ(p.groups, 2);
+    EXPECT_EQ(p.data[0], 0x03);
+    EXPECT_EQ(p.data[1], 0x90);
+    EXPECT_EQ(p.data[64 + 11], 0x0C);
+    const std::size_t panelBytes = 64 / 8 * 64;
+    EXPECT_EQ(p.data[panelBytes + 4 * 64 + 3], 0x70);
+    EXPECT_EQ(p.scale[(1 * 2 + 1) * 16 + 0], 5.0f);  // panel 1, group 1, lane 0
+    EXPECT_EQ(p.scale[(1 * 2 + 1) * 16 + 1], 0.0f);  // beyond N
+    EXPECT_EQ(p.offset.size(), 0u);
+    EXPECT_THROW(packNibble4Vnni(u.data(), 1, 40, 40, 48, s.data(), nullptr),
+                 std::invalid_argument);
+    // A group whose int32 sums could overflow is refused before anything is allocated.
+    EXPECT_THROW(packNibble4Vnni(u.data(), 1, 40, 40, kNibbleVnniMaxGroup + 32, s.data(), nullptr),
+                 std::invalid_argument);
+}
+
+TEST(Nibble4GemvVnniRef, StaysWithinTheDocumentedBoundOfTheFloatActivationResult)
+{
+    std::uint64_t seed = 800;
+    for (std::int64_t k : {1, 33, 100, 256, 1000}) {
+        for (std::int64_t group : {32, 128}) {
+            for (bool offsets : {false, true}) {
+                SCOPED_TRACE("K " + std::to_string(k) + " group " + std::to_string(group) +
+                             (offsets ? " offsets" : ""));
+                const std::int64_t m = 2, n = 19;
+                VnniCase c = randomVnni(n, k, group, offsets, seed);
+                seed += 10;
+                const std::int64_t ld = c.floatPacked.kPadded;
+                at::Tensor x = at::zeros({m, ld});
+                x.narrow(1, 0, k).normal_(0, 1, seeded(seed++));
+                at::Tensor got = at::empty({m, n}), exact = at::empty({m, n});
+                nibble4GemvVnniRef(x.data_ptr<float>(), m, ld, c.packed, got.data_ptr<float>());
+                nibble4GemmRef(x.data_ptr<float>(), m, ld, c.floatPacked, exact.data_ptr<float>());
+                // bound[m, n] = sum_g |s| d_g / 2 sum_{k in g} u  + float rounding slack.
+                const std::int64_t groups = c.packed.groups;
+                const at::Tensor xa = x.narrow(1, 0, k).abs();
+                at::Tensor amax = at::zeros({m, groups}, at::kDouble);
+                at::Tensor usum = at::zeros({n, groups}, at::kDouble);
+                for (std::int64_t g = 0; g < groups; ++g) {
+                    const std::int64_t b = g * group, len = std::min(k, b + group) - b;
+                    amax.select(1, g).copy_(xa.narrow(1, b, len).amax(1));
+                    usum.select(1, g).copy_(c.u.narrow(1, b, len).to(at::kDouble).sum(1));
+                }
+                const at::Tensor bound =
+                    at::matmul(amax / 127.0 / 2.0, (c.s.to(at::kDouble).abs() * usum).t());
+                const at::Tensor index = at::arange(k, at::kLong).div(group, "floor");
+                at::Tensor wabs = c.u.to(at::kDouble) * c.s.to(at::kDouble).index_select(1, index);
+                if (offsets)
+                    wabs = wabs + c.o.to(at::kDouble).abs().index_select(1, index);
+                const at::Tensor magnitude = at::matmul(xa.to(at::kDouble), wabs.t());
+                const at::Tensor slack = bound * 1e-3 + magnitude * 1e-5 + 1e-6;
+                const at::Tensor err = (got.to(at::kDouble) - exact.to(at::kDouble)).abs();
+                ASSERT_TRUE((err <= bound + slack).all().item<bool>())
+                    << (err - bound).max().item<double>();
+                // And the check is not vacuous: the rounding errors, which the worst-case
+                // bound adds up coherently, reach a few percent of it (random signs: ~1/sqrt K).
+                if (k >= 256)
+                    EXPECT_GT((err / (bound + 1e-30)).max().item<double>(), 0.01);
+            }
+        }
+    }
+}
+
+TEST(Nibble4GemvVnni, EqualsTheReferenceBitForBit)
+{
+    if (!cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    std::mt19937 rng(21);
+    std::uint64_t seed = 900;
+    for (std::int64_t k : {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
+        for (std::int64_t group : {32, 64, 128}) {
+            for (bool offsets : {false, true}) {
+                const std::int64_t m = static_cast<std::int64_t>(rng() % 4) + 1;
+                const std::int64_t n = kSizes[rng() % kSizes.size()];
+                SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                             std::to_string(n) + " group " + std::to_string(group));
+                VnniCase c = randomVnni(n, k, group, offsets, seed);
+                seed += 10;
+                at::Tensor x = at::randn({m, k + 3}, seeded(seed++));
+                at::Tensor got = at::empty({m, n}), want = at::empty({m, n});
+                nibble4GemvVnni(x.data_ptr<float>(), m, k + 3, c.packed, got.data_ptr<float>());
+                nibble4GemvVnniRef(x.data_ptr<float>(), m, k + 3, c.packed,
+                                   want.data_ptr<float>());
+                ASSERT_TRUE(at::equal(got, want)) << (got - want).abs().max().item<float>();
+            }
+        }
+    }
+    // A NaN in x makes that row NaN and leaves the other rows alone.
+    VnniCase c = randomVnni(20, 64, 32, true, 1);
+    at::Tensor x = at::randn({2, 64}, seeded(2));
+    x[1][40] = std::numeric_limits<float>::quiet_NaN();
+    at::Tensor y = at::empty({2, 20});
+    nibble4GemvVnni(x.data_ptr<float>(), 2, 64, c.packed, y.data_ptr<float>());
+    EXPECT_TRUE(y[0].isfinite().all().item<bool>());
+    EXPECT_TRUE(y[1].isnan().all().item<bool>());
+}
+
+TEST(MinMaxF32, MatchesAminmaxOverSizesAroundTheVectorWidthAndThreadSplits)
+{
+    std::uint64_t seed = 1000;
+    for (std::int64_t count : {0, 1, 15, 16, 17, 33, 16383, 16384, 16385, 100001, 300000}) {
+        SCOPED_TRACE("count " + std::to_string(count));
+        const at::Tensor x = at::randn({count}, seeded(seed++)) * 5 + 1;
+        float lo = 0, hi = 0, loRef = 0, hiRef = 0;
+        minMaxF32(x.data_ptr<float>(), count, &lo, &hi);
+        minMaxF32Ref(x.data_ptr<float>(), count, &loRef, &hiRef);
+        EXPECT_EQ(lo, loRef);
+        EXPECT_EQ(hi, hiRef);
+        if (count == 0) {
+            EXPECT_EQ(lo, std::numeric_limits<float>::infinity());
+            continue;
+        }
+        const auto [a, b] = at::aminmax(x);
+        EXPECT_EQ(lo, a.item<float>());
+        EXPECT_EQ(hi, b.item<float>());
+    }
+    // NaN anywhere (here in the second thread's half and in a tail) gives NaN, like aminmax.
+    for (std::int64_t where : {5, 200000, 299999}) {
+        at::Tensor x = at::randn({300000}, seeded(seed++));
+        x[where] = std::numeric_limits<float>::quiet_NaN();
+        float lo = 0, hi = 0;
+        minMaxF32(x.data_ptr<float>(), 300000, &lo, &hi);
+        EXPECT_TRUE(std::isnan(lo) && std::isnan(hi)) << where;
+        minMaxF32Ref(x.data_ptr<float>(), 300000, &lo, &hi);
+        EXPECT_TRUE(std::isnan(lo) && std::isnan(hi)) << where;
+    }
 }

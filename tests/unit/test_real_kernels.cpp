@@ -695,12 +695,45 @@ TEST(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
     if (!kernels::cpuFeatures().avx512)
         GTEST_SKIP() << "this CPU has no AVX-512";
     std::uint64_t seed = 900;
+    for (const char* spec : {"w4-nf4", "w4-nf4:group=128", "w4-fp4"}) {
+        forEachCase(spec, kLinearOps, seed++, "bitlens avx512 ", expectFloatRounding,
+                    quant::KernelSource::Best);
+    }
+}
+
+namespace {
+
+/// The VNNI int4 kernel's bound (kernels/lowbit.h), loosened to what the test can compute:
+/// |real - sim| <= sum_k |s_nk| (max |x| / 254) * 15 + float rounding.
+void expectWithinInt8ActivationBound(const ir::Graph& graph, const quant::QuantizedModel& model,
+                                     const at::Tensor& x, const Runs& r)
+{
+    const ir::Node& node = nodeNamed(graph, "layer");
+    const auto& lq = model.layers.at("layer");
+    const at::Tensor view = quant::weightView(node, lq.weightFloat);
+    const at::Tensor s = scalePerWeight(lq, view.size(0), view.size(1)).abs().sum(1);
+    const double xmax = x.abs().max().item<double>();
+    const at::Tensor bound = s * (15.0 * xmax / 254.0) +
+                             1e-4 * r.simulated.abs().max().item<double>();
+    expectWithin(r, bound);
+    // Not float rounding any more: the activation rounding shows.
+    EXPECT_GT((r.real - r.simulated).abs().max().item<double>(),
+              1e-6 * r.simulated.abs().max().item<double>());
+}
+
+} // namespace
+
+TEST(OwnKernel4Bit, IntegerCodesRunOnTheVnniKernelWithinItsActivationRoundingBound)
+{
+    if (!kernels::cpuFeatures().avx512Vnni)
+        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    std::uint64_t seed = 950;
     for (const char* spec :
          {"w4-int4:group=32", "w4-int4", "w4-int4:group=128", "w4-int4:group=96",
           "w4-int4:per=channel", "w4-int4:sym=true", "w4-int4:weight=uint4",
-          "w4-int4:weight=int2", "w4-nf4", "w4-nf4:group=128", "w4-fp4"}) {
-        forEachCase(spec, kLinearOps, seed++, "bitlens avx512 ", expectFloatRounding,
-                    quant::KernelSource::Best);
+          "w4-int4:weight=int2"}) {
+        forEachCase(spec, kLinearOps, seed++, "bitlens avx512-vnni ",
+                    expectWithinInt8ActivationBound, quant::KernelSource::Best);
     }
 }
 
@@ -725,7 +758,12 @@ TEST(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
             const auto model = prepared(graph, spec, at::Tensor());
             const auto& lq = model.layers.at("layer");
             const Runs r = runBoth(model, at::eye(k), quant::KernelSource::Best);
-            EXPECT_EQ(r.kernels.at("layer").rfind("bitlens avx512 ", 0), 0u)
+            const bool integer = std::string(spec).rfind("w4-int4", 0) == 0 &&
+                                 kernels::cpuFeatures().avx512Vnni;
+            // One-hot rows are exact in int8 (q = 127, d = 1 / 127): float rounding here too.
+            EXPECT_EQ(r.kernels.at("layer").rfind(
+                          integer ? "bitlens avx512-vnni " : "bitlens avx512 ", 0),
+                      0u)
                 << r.kernels.at("layer");
             expectWithin(r, 1e-5 * scalePerWeight(lq, n, k).t());
         }
@@ -743,9 +781,11 @@ TEST(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
         {"static-int8", kCpu, kOwnInt8},
         {"llm-int8", kCpu, kOwnInt8 + " + float32 GEMM of the fp16 outlier columns (LLM.int8)"},
         {"dynamic-int8", kCuda, "at::_int_mm (int8 x int8 -> int32)"},
-        {"w4-int4", kCpu, "bitlens avx512 int4 gemv g64 (float32 x int4 -> float32)"},
+        {"w4-int4", kCpu,
+         "bitlens avx512-vnni int4 gemv g64 (float32 -> int8 per group x int4 -> float32)"},
         {"w4-int4:per=channel", kCpu,
-         "bitlens avx512 int4 gemv per-channel (float32 x int4 -> float32)"},
+         "bitlens avx512-vnni int4 gemv per-channel (float32 -> int8 per group x int4 -> "
+         "float32)"},
         {"w4-nf4", kCpu, "bitlens avx512 nf4 gemv g64 (float32 x nf4 -> float32)"},
         {"w4-fp4:group=128", kCpu,
          "bitlens avx512 fp4_e2m1 gemv g128 (float32 x fp4_e2m1 -> float32)"},

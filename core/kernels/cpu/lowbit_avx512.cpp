@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cpuid.h>
+#include <limits>
 #include <stdexcept>
 
 #define BITLENS_AVX512 \
@@ -123,6 +125,8 @@ BITLENS_AVX512 void int8Block(const Int8Activations& x, const Int8PackedWeight& 
             __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
             if (e.bias)
                 v = _mm512_add_ps(v, bias);
+            if (e.residual)
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * e.ldResidual + n));
             _mm512_mask_storeu_ps(out.y + m * w.n + n, mask, v);
         }
     }
@@ -204,6 +208,45 @@ BITLENS_AVX512 void quantizeRowsAvx512(const float* x, std::int64_t begin, std::
         for (std::int64_t j = k; j < ldu; ++j)
             dst[j] = static_cast<std::uint8_t>(zp + shift);
     }
+}
+
+/// min / max of x[begin, end); `nan` set when a NaN was seen. Four independent accumulators
+/// per result: one chain would wait on vminps' latency every 16 floats.
+BITLENS_AVX512 void minMaxAvx512(const float* x, std::int64_t begin, std::int64_t end, float* lo,
+                                 float* hi, bool* nan)
+{
+    constexpr int kChains = 4;
+    __m512 a[kChains], b[kChains];
+    for (int c = 0; c < kChains; ++c) {
+        a[c] = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+        b[c] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    }
+    __mmask16 unordered = 0;
+    std::int64_t i = begin;
+    for (; i + 16 * kChains <= end; i += 16 * kChains) {
+#pragma GCC unroll 4
+        for (int c = 0; c < kChains; ++c) {
+            const __m512 v = _mm512_loadu_ps(x + i + 16 * c);
+            unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            a[c] = _mm512_min_ps(a[c], v);
+            b[c] = _mm512_max_ps(b[c], v);
+        }
+    }
+    for (; i < end; i += 16) {
+        const __mmask16 mask =
+            end - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (end - i)) - 1U);
+        const __m512 v = _mm512_mask_loadu_ps(a[0], mask, x + i);  // masked lanes: a for min
+        unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        a[0] = _mm512_min_ps(a[0], v);
+        b[0] = _mm512_max_ps(b[0], _mm512_mask_blend_ps(mask, b[0], v));
+    }
+    for (int c = 1; c < kChains; ++c) {
+        a[0] = _mm512_min_ps(a[0], a[c]);
+        b[0] = _mm512_max_ps(b[0], b[c]);
+    }
+    *lo = _mm512_reduce_min_ps(a[0]);
+    *hi = _mm512_reduce_max_ps(b[0]);
+    *nan = unordered != 0;
 }
 
 // --- 4-bit weight-only -----------------------------------------------------------------------
@@ -322,6 +365,111 @@ constexpr std::array<NibbleRowsFn, kNibbleRows> kNibbleRowsFns = {
     &nibbleRows<1>, &nibbleRows<2>, &nibbleRows<3>, &nibbleRows<4>,
     &nibbleRows<5>, &nibbleRows<6>, &nibbleRows<7>, &nibbleRows<8>};
 
+// --- int4 GEMV on VNNI ------------------------------------------------------------------------
+
+/// Panels of 16 channels advanced together: 2 vpdpbusd chains each, 2 NP in flight.
+constexpr int kVnniPanels = 4;
+
+BITLENS_AVX512 void quantizeGroupsAvx512(const float* x, std::int64_t k, std::int64_t kPadded,
+                                         std::int64_t group, std::int8_t* q, float* d,
+                                         float* xsum)
+{
+    const std::int64_t groups = (k + group - 1) / group;
+    std::memset(q, 0, static_cast<std::size_t>(kPadded));
+    const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (std::int64_t g = 0; g < groups; ++g) {
+        const std::int64_t begin = g * group, end = std::min(k, begin + group);
+        // The sum in k order, as the twin does (a vector sum would round differently).
+        float sum = 0.0f;
+        for (std::int64_t j = begin; j < end; ++j)
+            sum += x[j];
+        xsum[g] = sum;
+        if (!std::isfinite(sum)) {
+            d[g] = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
+        __m512 amaxV = _mm512_setzero_ps();
+        for (std::int64_t j = begin; j < end; j += 16) {
+            const __mmask16 mask =
+                end - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (end - j)) - 1U);
+            amaxV = _mm512_max_ps(amaxV, _mm512_and_ps(_mm512_maskz_loadu_ps(mask, x + j), absMask));
+        }
+        const float amax = _mm512_reduce_max_ps(amaxV);
+        d[g] = amax / 127.0f;
+        if (amax == 0.0f)
+            continue;
+        const __m512 inv = _mm512_set1_ps(127.0f / amax);
+        const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+        for (std::int64_t j = begin; j < end; j += 16) {
+            const __mmask16 mask =
+                end - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (end - j)) - 1U);
+            __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + j), inv),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
+            _mm_mask_storeu_epi8(q + j, mask, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(t)));
+        }
+    }
+}
+
+/// Channels of NP panels starting at `panel`, for one row of quantized activations.
+template <int NP>
+BITLENS_AVX512 void nibbleVnniPanels(const Nibble4VnniPackedWeight& w, std::int64_t panel,
+                                     const std::int8_t* q, const float* d, const float* xsum,
+                                     float* y)
+{
+    const std::int64_t panelBytes = w.kPadded / 8 * 64;
+    const std::uint8_t* data[NP];
+    const float* scale[NP];
+    const float* offset[NP];
+    __m512 acc[NP];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+        data[p] = w.data.data() + (panel + p) * panelBytes;
+        scale[p] = w.scale.data() + (panel + p) * w.groups * kNibbleVnniPanel;
+        offset[p] = w.offset.size() ? w.offset.data() + (panel + p) * w.groups * kNibbleVnniPanel
+                                    : nullptr;
+        acc[p] = _mm512_setzero_ps();
+    }
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (std::int64_t g = 0; g < w.groups; ++g) {
+        const std::int64_t begin = g * w.group, end = std::min(w.kPadded, begin + w.group);
+        __m512i dotLo[NP], dotHi[NP];
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p)
+            dotLo[p] = dotHi[p] = _mm512_setzero_si512();
+        for (std::int64_t j = begin; j < end; j += 8) {
+            std::int32_t a, b;
+            std::memcpy(&a, q + j, 4);
+            std::memcpy(&b, q + j + 4, 4);
+            const __m512i qa = _mm512_set1_epi32(a), qb = _mm512_set1_epi32(b);
+#pragma GCC unroll 4
+            for (int p = 0; p < NP; ++p) {
+                const __m512i v = _mm512_load_si512(data[p] + j * 8);
+                dotLo[p] = _mm512_dpbusd_epi32(dotLo[p], _mm512_and_si512(v, low), qa);
+                dotHi[p] = _mm512_dpbusd_epi32(dotHi[p], _mm512_and_si512(_mm512_srli_epi16(v, 4), low),
+                                               qb);
+            }
+        }
+        const __m512 dg = _mm512_set1_ps(d[g]);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) {
+            const __m512 sd = _mm512_mul_ps(_mm512_load_ps(scale[p] + g * kNibbleVnniPanel), dg);
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dotLo[p], dotHi[p])), sd,
+                                     acc[p]);
+            if (offset[p])
+                acc[p] = _mm512_fmadd_ps(_mm512_load_ps(offset[p] + g * kNibbleVnniPanel),
+                                         _mm512_set1_ps(xsum[g]), acc[p]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+        const std::int64_t n = (panel + p) * kNibbleVnniPanel;
+        const __mmask16 mask =
+            w.n - n >= 16 ? __mmask16(0xFFFF) : __mmask16((1U << (w.n - n)) - 1U);
+        _mm512_mask_storeu_ps(y + n, mask, acc[p]);
+    }
+}
+
 } // namespace
 
 void int8GemmVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc)
@@ -354,6 +502,40 @@ void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t
         quantizeRowsU8Ref(x, m, k, ldx, invScale, zeroPoint, perRow, qmin, qmax, shift, u, ldu);
 }
 
+void minMaxF32(const float* x, std::int64_t count, float* lo, float* hi)
+{
+    if (!cpuFeatures().avx512) {
+        minMaxF32Ref(x, count, lo, hi);
+        return;
+    }
+    // At most 8 parts of at least 16k floats: enough for the threads, few reductions.
+    constexpr int kParts = 8;
+    float los[kParts], his[kParts];
+    bool nans[kParts] = {};
+    const std::int64_t part = std::max<std::int64_t>((count + kParts - 1) / kParts, 1 << 14);
+    const std::int64_t parts = (count + part - 1) / part;
+    for (std::int64_t i = 0; i < kParts; ++i) {
+        los[i] = std::numeric_limits<float>::infinity();
+        his[i] = -los[i];
+    }
+    at::parallel_for(0, parts, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i)
+            minMaxAvx512(x, i * part, std::min(count, (i + 1) * part), &los[i], &his[i],
+                         &nans[i]);
+    });
+    float a = los[0], b = his[0];
+    for (std::int64_t i = 0; i < parts; ++i) {
+        if (nans[i]) {
+            *lo = *hi = std::numeric_limits<float>::quiet_NaN();
+            return;
+        }
+        a = std::min(a, los[i]);
+        b = std::max(b, his[i]);
+    }
+    *lo = a;
+    *hi = b;
+}
+
 void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
                        const Nibble4PackedWeight& w, float* y)
 {
@@ -380,6 +562,58 @@ void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
             kNibbleRowsFns[static_cast<std::size_t>(rows - 1)](
                 x + m0 * ldx, ldx, w, xsum.size() ? xsum.data() + m0 * w.groups : nullptr,
                 begin, end, y + m0 * w.n, w.n);
+        }
+    });
+}
+
+} // namespace bitlens::kernels
+
+namespace bitlens::kernels {
+
+void quantizeGroupsQ8(const float* x, std::int64_t k, std::int64_t kPadded, std::int64_t group,
+                      std::int8_t* q, float* d, float* xsum)
+{
+    if (cpuFeatures().avx512)
+        quantizeGroupsAvx512(x, k, kPadded, group, q, d, xsum);
+    else
+        quantizeGroupsQ8Ref(x, k, kPadded, group, q, d, xsum);
+}
+
+void nibble4GemvVnni(const float* x, std::int64_t m, std::int64_t ldx,
+                     const Nibble4VnniPackedWeight& w, float* y)
+{
+    if (!cpuFeatures().avx512Vnni)
+        throw std::runtime_error("nibble4GemvVnni: this CPU has no AVX512-VNNI");
+    if (ldx < w.k)
+        throw std::invalid_argument("nibble4GemvVnni: activation rows shorter than K");
+    if (m == 0 || w.n == 0)
+        return;
+    // Each row quantized once (cheap next to reading the weights), then all rows per block of
+    // panels, so a block's weights are read from memory once and from L2 for later rows.
+    AlignedArray<std::int8_t> q(static_cast<std::size_t>(m * w.kPadded));
+    AlignedArray<float> d(static_cast<std::size_t>(m * w.groups)),
+        xsum(static_cast<std::size_t>(m * w.groups));
+    for (std::int64_t r = 0; r < m; ++r)
+        quantizeGroupsAvx512(x + r * ldx, w.k, w.kPadded, w.group, q.data() + r * w.kPadded,
+                             d.data() + r * w.groups, xsum.data() + r * w.groups);
+    const std::int64_t panels = (w.n + kNibbleVnniPanel - 1) / kNibbleVnniPanel;
+    const std::int64_t blocks = (panels + kVnniPanels - 1) / kVnniPanels;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            const std::int64_t p0 = b * kVnniPanels;
+            const std::int64_t count = std::min<std::int64_t>(kVnniPanels, panels - p0);
+            for (std::int64_t r = 0; r < m; ++r) {
+                const std::int8_t* qr = q.data() + r * w.kPadded;
+                const float* dr = d.data() + r * w.groups;
+                const float* sr = xsum.data() + r * w.groups;
+                float* yr = y + r * w.n;
+                switch (count) {
+                case 4: nibbleVnniPanels<4>(w, p0, qr, dr, sr, yr); break;
+                case 3: nibbleVnniPanels<3>(w, p0, qr, dr, sr, yr); break;
+                case 2: nibbleVnniPanels<2>(w, p0, qr, dr, sr, yr); break;
+                default: nibbleVnniPanels<1>(w, p0, qr, dr, sr, yr); break;
+                }
+            }
         }
     });
 }

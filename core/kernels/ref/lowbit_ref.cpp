@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 #include <stdexcept>
 
 namespace bitlens::kernels {
@@ -109,10 +111,29 @@ void int8GemmRefF32(const Int8Activations& x, const Int8PackedWeight& w,
         const float sx = e.xScale[e.xScalePerRow ? m : 0];
         for (std::int64_t n = 0; n < w.n; ++n) {
             const float scale = sx * e.wScale[n];
-            const float v = static_cast<float>(acc[static_cast<std::size_t>(m * w.n + n)]) * scale;
-            y[m * w.n + n] = e.bias ? v + e.bias[n] : v;
+            float v = static_cast<float>(acc[static_cast<std::size_t>(m * w.n + n)]) * scale;
+            if (e.bias)
+                v += e.bias[n];
+            if (e.residual)
+                v += e.residual[m * e.ldResidual + n];
+            y[m * w.n + n] = v;
         }
     }
+}
+
+void minMaxF32Ref(const float* x, std::int64_t count, float* lo, float* hi)
+{
+    float a = std::numeric_limits<float>::infinity(), b = -a;
+    for (std::int64_t i = 0; i < count; ++i) {
+        if (std::isnan(x[i])) {
+            *lo = *hi = x[i];
+            return;
+        }
+        a = std::min(a, x[i]);
+        b = std::max(b, x[i]);
+    }
+    *lo = a;
+    *hi = b;
 }
 
 void quantizeRowsU8Ref(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
@@ -192,6 +213,109 @@ void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
                 sum += weight * x[r * ldx + k];
             }
             y[r * w.n + n] = static_cast<float>(sum);
+        }
+    }
+}
+
+Nibble4VnniPackedWeight packNibble4Vnni(const std::uint8_t* u, std::int64_t n, std::int64_t k,
+                                        std::int64_t ldu, std::int64_t group, const float* scale,
+                                        const float* offset)
+{
+    if (n < 0 || k < 1 || ldu < k || group < kNibbleGroupMultiple ||
+        group % kNibbleGroupMultiple != 0 || group > kNibbleVnniMaxGroup)
+        throw std::invalid_argument("packNibble4Vnni: bad shape or group");
+    Nibble4VnniPackedWeight p;
+    p.n = n;
+    p.k = k;
+    p.kPadded = roundUp(k, kNibbleVnniKMultiple);
+    p.group = group;
+    p.groups = (k + group - 1) / group;
+    const std::int64_t panels = (n + kNibbleVnniPanel - 1) / kNibbleVnniPanel;
+    const std::int64_t panelBytes = p.kPadded / 8 * 64;
+    p.data = AlignedArray<std::uint8_t>(static_cast<std::size_t>(panels * panelBytes));
+    for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t r = i % kNibbleVnniPanel;
+        std::uint8_t* panel = p.data.data() + (i / kNibbleVnniPanel) * panelBytes;
+        for (std::int64_t j = 0; j < k; ++j) {
+            const std::uint8_t code = u[i * ldu + j] & 0x0F;
+            std::uint8_t& byte = panel[(j / 8) * 64 + 4 * r + j % 4];
+            byte = j % 8 < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | code)
+                             : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
+        }
+    }
+    const std::size_t blocks = static_cast<std::size_t>(panels * p.groups * kNibbleVnniPanel);
+    p.scale = AlignedArray<float>(blocks);
+    const bool hasOffset =
+        offset && std::any_of(offset, offset + n * p.groups, [](float v) { return v != 0.0f; });
+    if (hasOffset)
+        p.offset = AlignedArray<float>(blocks);
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t g = 0; g < p.groups; ++g) {
+            const std::size_t to = static_cast<std::size_t>(
+                ((i / kNibbleVnniPanel) * p.groups + g) * kNibbleVnniPanel + i % kNibbleVnniPanel);
+            p.scale[to] = scale[i * p.groups + g];
+            if (hasOffset)
+                p.offset[to] = offset[i * p.groups + g];
+        }
+    return p;
+}
+
+void quantizeGroupsQ8Ref(const float* x, std::int64_t k, std::int64_t kPadded,
+                         std::int64_t group, std::int8_t* q, float* d, float* xsum)
+{
+    const std::int64_t groups = (k + group - 1) / group;
+    std::fill(q, q + kPadded, std::int8_t{0});
+    for (std::int64_t g = 0; g < groups; ++g) {
+        const std::int64_t begin = g * group, end = std::min(k, begin + group);
+        float sum = 0.0f, amax = 0.0f;
+        for (std::int64_t j = begin; j < end; ++j) {
+            sum += x[j];
+            amax = std::max(amax, std::fabs(x[j]));
+        }
+        xsum[g] = sum;
+        if (!std::isfinite(sum)) {
+            d[g] = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
+        d[g] = amax / 127.0f;
+        if (amax == 0.0f)
+            continue;
+        const float inv = 127.0f / amax;
+        for (std::int64_t j = begin; j < end; ++j)
+            q[j] = static_cast<std::int8_t>(
+                std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f));
+    }
+}
+
+void nibble4GemvVnniRef(const float* x, std::int64_t m, std::int64_t ldx,
+                        const Nibble4VnniPackedWeight& w, float* y)
+{
+    std::vector<std::int8_t> q(static_cast<std::size_t>(w.kPadded));
+    std::vector<float> d(static_cast<std::size_t>(w.groups)), xsum(d.size());
+    const std::int64_t panelBytes = w.kPadded / 8 * 64;
+    for (std::int64_t r = 0; r < m; ++r) {
+        quantizeGroupsQ8Ref(x + r * ldx, w.k, w.kPadded, w.group, q.data(), d.data(),
+                            xsum.data());
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            const std::int64_t panel = n / kNibbleVnniPanel, lane = n % kNibbleVnniPanel;
+            const std::uint8_t* data = w.data.data() + panel * panelBytes;
+            float acc = 0.0f;
+            for (std::int64_t g = 0; g < w.groups; ++g) {
+                std::int32_t dot = 0;
+                const std::int64_t end = std::min(w.kPadded, (g + 1) * w.group);
+                for (std::int64_t j = g * w.group; j < end; ++j) {
+                    const std::uint8_t byte = data[(j / 8) * 64 + 4 * lane + j % 4];
+                    const std::int32_t code = j % 8 < 4 ? byte & 0x0F : byte >> 4;
+                    dot += code * q[static_cast<std::size_t>(j)];
+                }
+                const std::size_t b =
+                    static_cast<std::size_t>((panel * w.groups + g) * kNibbleVnniPanel + lane);
+                const float sd = w.scale[b] * d[static_cast<std::size_t>(g)];
+                acc = std::fma(static_cast<float>(dot), sd, acc);
+                if (w.offset.size())
+                    acc = std::fma(w.offset[b], xsum[static_cast<std::size_t>(g)], acc);
+            }
+            y[r * w.n + n] = acc;
         }
     }
 }
