@@ -41,16 +41,28 @@ int exportQuantized(const Args& args, const QuantInputs& in, const quant::Quanti
     if (!format)
         return fail(format.error());
     Progress progress = stderrProgress(quiet);
-    auto written = exporting::exportModel(model, *format, out, progress);
+    exporting::ExportSource source;
+    if (in.model) {
+        source.modelPath = in.model->path();
+        source.tokenizerPath = in.model->summary().tokenizerPath;
+    }
+    auto written = exporting::exportModel(model, *format, out, progress, CancelToken(), source);
     if (!written)
         return fail(written.error());
-    if (!quiet)
-        std::printf("exported    %s (%s, opset %lld, %s; float weights %s, %d layers quantized, "
+    if (!quiet) {
+        const std::string opset =
+            *format == exporting::ExportFormat::Onnx
+                ? ", opset " + std::to_string(written->opset)
+                : std::string();
+        std::printf("exported    %s (%s%s, %s; float weights %s, %d layers quantized, "
                     "%d float)\n",
-                    out.c_str(), exporting::formatName(*format).c_str(),
-                    static_cast<long long>(written->opset), formatBytes(written->bytes).c_str(),
-                    formatBytes(model.bytesFloat).c_str(), written->quantizedLayers,
-                    written->floatLayers);
+                    out.c_str(), exporting::formatName(*format).c_str(), opset.c_str(),
+                    formatBytes(written->bytes).c_str(), formatBytes(model.bytesFloat).c_str(),
+                    written->quantizedLayers, written->floatLayers);
+        if (*format == exporting::ExportFormat::Gguf)
+            for (const auto& note : written->notes)
+                std::printf("note        %s\n", note.c_str());
+    }
 
     std::optional<exporting::VerifyResult> verified;
     if (args.has("--verify")) {

@@ -72,13 +72,16 @@ commands:
   export MODEL --scheme SCHEME --format onnx|gguf|safetensors --out FILE [--verify]
          [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json] [--json]
                                      write the quantized model (ONNX QDQ: static-int8,
-                                     dynamic-int8, w4-int4, static-w4a8, smoothquant-int8);
+                                     dynamic-int8, w4-int4, static-w4a8, smoothquant-int8;
+                                     GGUF: llama models with the gguf-* presets);
                                      --verify reloads it and compares with the in-app model
 
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
 presets: dynamic-int8 static-int8 static-w4a8 w4-int4 w4-nf4 w4-fp4 fp8-e4m3 fp8-e5m2
          llm-int8 smoothquant-int8 fp16 bf16 qat-int8 qat-w4a8
+         gguf-f16 gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-q6_k (weight-only, ggml's
+         block round trip: the weights a GGUF file of that type holds)
 qat-* presets fine-tune through fake quantization on the calibration (training) data, then
 report like any scheme: qat-w4a8:epochs=1,samples=12000,lr=1e-4,optimizer=adam|sgd,lsq=true,
 act-range=fixed|ema|learned,distill=true,freeze-bn=STEP,eval-every=N,holdout=N,batch=N

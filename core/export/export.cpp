@@ -2,6 +2,7 @@
 
 #include "exec/executor.h"
 #include "exec/quant_ops.h"
+#include "export/gguf_export.h"
 #include "export/onnx_qdq.h"
 #include "export/safetensors_export.h"
 #include "io/safetensors.h"
@@ -30,8 +31,7 @@ std::string lower(std::string text)
     return text;
 }
 
-/// The GGUF writer for whole models plugs in here, in checkExportable, exportModel and
-/// verifyExport, behind its ExportFormat case.
+/// A format value without a writer (none today: every ExportFormat has one).
 Error notYet(ExportFormat format, const std::string& path = {})
 {
     return Error::unsupported(path, "export to " + formatName(format) +
@@ -121,18 +121,43 @@ Result<ExportFormat> formatFromPath(const std::string& path)
 
 Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
 {
+    // ggml's block types exist only in GGUF.
+    if (format != ExportFormat::Gguf && quant::usesGgml(scheme))
+        return Error::unsupported({}, "scheme " +
+                                          (scheme.spec.empty() ? scheme.preset : scheme.spec) +
+                                          " quantizes with ggml block types, which only "
+                                          "--format gguf holds");
     switch (format) {
     case ExportFormat::Onnx: return checkOnnxExportable(scheme);
     case ExportFormat::Safetensors: return checkSafetensorsExportable(scheme);
-    case ExportFormat::Gguf: return notYet(format);
+    case ExportFormat::Gguf: return checkGgufExportable(scheme);
     }
     return notYet(format);
 }
 
 Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
                                  const std::string& path, Progress& progress,
-                                 const CancelToken& cancel)
+                                 const CancelToken& cancel, const ExportSource& source)
 {
+    if (format != ExportFormat::Gguf && quant::usesGgml(model.scheme)) {
+        Error e = checkExportable(model.scheme, format).error();
+        e.path = path;
+        return e;
+    }
+    if (format == ExportFormat::Gguf) {
+        auto written = writeGguf(model, path, source, progress, cancel);
+        if (!written)
+            return written.error();
+        ExportResult result;
+        result.format = format;
+        result.path = path;
+        std::error_code ec;
+        result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+        result.quantizedLayers = written->quantizedLayers;
+        result.floatLayers = written->floatLayers;
+        result.notes = written->notes;
+        return result;
+    }
     if (format == ExportFormat::Safetensors) {
         if (auto r = checkSafetensorsExportable(model.scheme); !r) {
             Error e = r.error();
@@ -370,6 +395,8 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
 {
     if (format == ExportFormat::Safetensors)
         return verifySafetensors(path, model, data, options, progress, cancel);
+    if (format == ExportFormat::Gguf)
+        return verifyGguf(path, model, data, options, progress, cancel);
     if (format != ExportFormat::Onnx)
         return notYet(format, path);
     auto file = io::readOnnxFile(path);

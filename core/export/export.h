@@ -1,6 +1,6 @@
 #pragma once
-// Export front: writes a quantized model in a format other tools load (ONNX QDQ today; GGUF and
-// safetensors writers plug in at the hook points in export.cpp), atomically, and verifies a
+// Export front: writes a quantized model in a format other tools load (ONNX QDQ, GGUF for
+// llama models, compressed-tensors safetensors), atomically, and verifies a
 // written file by reloading it with BitLens' own reader and running it next to the in-app
 // quantized model on the same samples.
 
@@ -45,11 +45,19 @@ struct ExportResult {
 /// scheme, the reason and the formats that can hold it).
 Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format);
 
+/// Where the model came from, for writers that carry more than the graph (GGUF: general.name
+/// and the tokenizer).
+struct ExportSource {
+    std::string modelPath;      ///< the opened model (file or folder)
+    std::string tokenizerPath;  ///< ModelSummary::tokenizerPath; empty: none
+};
+
 /// Writes `model` to `path` in `format`, atomically: a failure or cancellation leaves no file
 /// (and an existing file at `path` untouched).
 Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
                                  const std::string& path, Progress& progress = Progress::none(),
-                                 const CancelToken& cancel = CancelToken());
+                                 const CancelToken& cancel = CancelToken(),
+                                 const ExportSource& source = {});
 
 /// How verifyExport runs.
 struct VerifyOptions {

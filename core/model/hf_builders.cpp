@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -587,6 +588,20 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     n.g.metadata["model_type"] = "llama";
     n.g.metadata["context_length"] = str(s.maxPos);
     n.g.metadata["vocab_size"] = str(s.vocab);
+    // The hyper-parameters a GGUF writer needs (core/export/gguf_export.cpp), exactly.
+    auto exact = [](double v) {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.17g", v);
+        return std::string(buf);
+    };
+    n.g.metadata["llama.embedding_length"] = str(s.hidden);
+    n.g.metadata["llama.block_count"] = str(s.layers);
+    n.g.metadata["llama.feed_forward_length"] = str(s.inter);
+    n.g.metadata["llama.attention.head_count"] = str(s.heads);
+    n.g.metadata["llama.attention.head_count_kv"] = str(s.kvHeads);
+    n.g.metadata["llama.rope.dimension_count"] = str(s.headDim);
+    n.g.metadata["llama.rope.freq_base"] = exact(s.theta);
+    n.g.metadata["llama.attention.layer_norm_rms_epsilon"] = exact(s.eps);
     n.g.opsetVersion = 23;
     auto g = n.finish();
     if (!g)

@@ -76,6 +76,22 @@ Result<Scheme> presetDefaults(const std::string& preset)
         c.weightGranularity = Granularity::perTensor();
         c.actMode = ActMode::Cast;
         c.actType = t;
+    } else if (preset.rfind("gguf-", 0) == 0 && ggmlTypeFromName(preset.substr(5)) &&
+               std::find(presetNames().begin(), presetNames().end(), preset) !=
+                   presetNames().end()) {
+        // Weight-only, ggml's block round trip: what a GGUF file of this type holds.
+        const GgmlType t = *ggmlTypeFromName(preset.substr(5));
+        const std::int64_t block = ggmlTraits(t).blockSize;
+        c.actMode = ActMode::Float;
+        c.ggmlType = t;
+        c.weightSymmetric = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q6_K;
+        c.weightType = t == GgmlType::F16    ? QuantType::FP16
+                       : t == GgmlType::Q8_0 ? QuantType::Int8
+                       : t == GgmlType::Q6_K ? QuantType::Int8
+                       : c.weightSymmetric   ? QuantType::Int4
+                                             : QuantType::UInt4;
+        c.weightGranularity =
+            block > 1 ? Granularity::perGroup(1, block) : Granularity::perTensor();
     } else {
         std::string names;
         for (const auto& p : presetNames())
@@ -210,6 +226,9 @@ Result<void> applyQatOption(QatOptions& q, const std::string& key, const std::st
 Result<void> applyOption(Scheme& s, const std::string& key, const std::string& value)
 {
     LayerConfig& c = s.config;
+    if (c.ggmlType)
+        return Error::usage("scheme " + s.preset + " takes no options: the ggml type fixes the "
+                            "block size and the rounding (option '" + key + "')");
     if (key == "observer") {
         c.observer = value;
     } else if (key == "per") {
@@ -426,6 +445,8 @@ json configToJson(const LayerConfig& c)
         j["outlier_threshold"] = c.outlierThreshold;
     if (c.smoothAlpha > 0)
         j["smooth_alpha"] = c.smoothAlpha;
+    if (c.ggmlType)
+        j["ggml_type"] = std::string(ggmlTraits(*c.ggmlType).name);
     return j;
 }
 
@@ -435,6 +456,12 @@ std::string LayerConfig::describe() const
 {
     if (keepFloat)
         return "float";
+    if (ggmlType)
+        return "ggml " + std::string(ggmlTraits(*ggmlType).name) +
+               (ggmlTraits(*ggmlType).blockSize > 1
+                    ? " (block " + std::to_string(ggmlTraits(*ggmlType).blockSize) + ")"
+                    : std::string()) +
+               " / float acts";
     std::string text = std::string(traits(weightType).name);
     if (traits(weightType).needsScale)
         text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym");
@@ -453,8 +480,32 @@ const std::vector<std::string>& presetNames()
     static const std::vector<std::string> names{
         "dynamic-int8", "static-int8", "static-w4a8", "w4-int4",          "w4-nf4",
         "w4-fp4",       "fp8-e4m3",    "fp8-e5m2",    "llm-int8",         "smoothquant-int8",
-        "fp16",         "bf16",        "qat-int8",    "qat-w4a8"};
+        "fp16",         "bf16",        "qat-int8",    "qat-w4a8",         "gguf-f16",
+        "gguf-q8_0",    "gguf-q4_0",   "gguf-q4_1",   "gguf-q4_k",        "gguf-q6_k"};
     return names;
+}
+
+GgmlType ggmlTypeForRow(GgmlType wanted, std::int64_t rowLength)
+{
+    if (rowLength % ggmlTraits(wanted).blockSize == 0)
+        return wanted;
+    if (rowLength % 32 == 0) {
+        if (wanted == GgmlType::Q4_K)
+            return GgmlType::Q5_0;
+        if (wanted == GgmlType::Q6_K)
+            return GgmlType::Q8_0;
+    }
+    return GgmlType::F16;
+}
+
+bool usesGgml(const Scheme& scheme)
+{
+    if (scheme.config.ggmlType)
+        return true;
+    for (const auto& [layer, config] : scheme.overrides)
+        if (config && config->ggmlType)
+            return true;
+    return false;
 }
 
 const std::vector<std::string>& postTrainingPresetNames()
@@ -462,7 +513,9 @@ const std::vector<std::string>& postTrainingPresetNames()
     static const std::vector<std::string> names = [] {
         std::vector<std::string> out;
         for (const auto& name : presetNames())
-            if (name.rfind("qat-", 0) != 0)
+            // The gguf-* export presets are compared when named (most layers of a small
+            // CNN would fall back to F16).
+            if (name.rfind("qat-", 0) != 0 && name.rfind("gguf-", 0) != 0)
                 out.push_back(name);
         return out;
     }();

@@ -6,6 +6,7 @@
 
 #include "ir/graph.h"
 #include "jobs/result.h"
+#include "quant/ggml_quants.h"
 #include "quant/quant_type.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -39,6 +40,11 @@ struct LayerConfig {
     std::string observer = "minmax";         ///< observer spec for ActMode::Static
     double outlierThreshold = 0.0;           ///< LLM.int8(): input columns with |x| above it stay 16-bit
     double smoothAlpha = 0.0;                ///< SmoothQuant migration strength (0 = off)
+    /// The gguf-* presets: weights go through ggml's block quantizer and back (the bytes a
+    /// GGUF file holds), blocks along the input dimension; weightType / weightGranularity
+    /// then only describe it. A row length the block does not divide falls back
+    /// (ggmlTypeForRow).
+    std::optional<GgmlType> ggmlType;
 
     /// "int8 per-channel(0) sym / uint8 static minmax", for tables and reports.
     std::string describe() const;
@@ -95,6 +101,14 @@ struct Scheme {
     std::map<std::string, std::optional<LayerConfig>> overrides;  ///< layer -> config; nullopt = float
     std::optional<QatOptions> qat;     ///< set by the qat-* presets: train, then quantize
 };
+
+/// The ggml type a weight row of `rowLength` inputs is stored in when `wanted` is asked for:
+/// `wanted` when its block divides the row, else what llama.cpp falls back to (Q4_K -> Q5_0,
+/// Q6_K -> Q8_0, when 32 divides the row), else F16.
+GgmlType ggmlTypeForRow(GgmlType wanted, std::int64_t rowLength);
+
+/// True when the scheme (or one of its overrides) quantizes with ggml's block types.
+bool usesGgml(const Scheme& scheme);
 
 /// Training samples a scheme reads from the calibration data: calibSamples, or for QAT
 /// schemes the samples per epoch plus the held-out slice; 0 = all of them.

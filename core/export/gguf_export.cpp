@@ -1,0 +1,530 @@
+#include "export/gguf_export.h"
+
+#include "exec/executor.h"
+#include "io/file_util.h"
+#include "io/gguf.h"
+#include "model/model.h"
+#include "quant/ggml_quants.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+
+namespace bitlens::exporting {
+
+namespace {
+
+using quant::GgmlType;
+
+std::string fmt(double value)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+    return buf;
+}
+
+/// Why a layer configuration has no GGUF form, or nullopt when it has one.
+std::optional<std::string> ggufLimitation(const quant::LayerConfig& c)
+{
+    if (c.keepFloat || c.ggmlType)
+        return std::nullopt;
+    return "GGUF holds ggml block types only; quantize with a gguf-* preset (gguf-f16, "
+           "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q4_k, gguf-q6_k), whose error is the file's "
+           "(layers may be overridden to float)";
+}
+
+/// LLAMA_FTYPE of a file whose projections are mostly `type`.
+std::uint32_t fileType(const std::optional<GgmlType>& type)
+{
+    if (!type)
+        return 0;  // ALL_F32
+    switch (*type) {
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q4_K: return 14;  // Q4_K_S: every projection Q4_K
+    case GgmlType::Q6_K: return 18;
+    default: return 0;
+    }
+}
+
+/// The graph's hyper-parameter `key` (written by the llama builder).
+struct Hparams {
+    const ir::Graph& g;
+    const std::string& path;
+
+    std::string text(const std::string& key) const
+    {
+        auto it = g.metadata.find(key);
+        if (it == g.metadata.end())
+            throw Error::unsupported(path, "the model carries no '" + key +
+                                               "' (GGUF export writes llama graphs BitLens "
+                                               "built from a Hugging Face or GGUF llama)");
+        return it->second;
+    }
+    std::int64_t integer(const std::string& key) const { return std::stoll(text(key)); }
+    double number(const std::string& key) const { return std::stod(text(key)); }
+};
+
+/// hf rows (h, s, j) -> llama.cpp's interleaved rope layout (h, j, s), hd = 2 * (hd / 2).
+at::Tensor permuteForRope(const at::Tensor& rows, std::int64_t heads)
+{
+    const std::int64_t out = rows.size(0);
+    const std::int64_t in = rows.size(1);
+    const std::int64_t hd = out / heads;
+    return rows.reshape({heads, 2, hd / 2, in}).transpose(1, 2).reshape({out, in}).contiguous();
+}
+
+/// Round trip of `values` through `type` (rows along the last dimension) equals them exactly.
+bool exactIn(const at::Tensor& values, GgmlType type)
+{
+    const at::Tensor rows = values.to(at::kCPU, at::kFloat).contiguous();
+    if (rows.size(-1) % quant::ggmlTraits(type).blockSize != 0)
+        return false;
+    auto bytes = quant::ggmlQuantize(
+        std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
+        type);
+    if (!bytes)
+        return false;
+    at::Tensor back = at::empty_like(rows);
+    if (!quant::ggmlDequantize(*bytes, type,
+                               std::span<float>(back.data_ptr<float>(),
+                                                static_cast<std::size_t>(back.numel()))))
+        return false;
+    return at::equal(back, rows);
+}
+
+/// Copies the source GGUF's tokenizer.* keys, or converts a byte-level BPE tokenizer.json;
+/// says what it did in `notes`.
+void writeTokenizer(io::GgufWriter& writer, const ExportSource& source,
+                    std::vector<std::string>& notes)
+{
+    const std::string& tp = source.tokenizerPath;
+    if (tp.empty()) {
+        notes.push_back("no tokenizer written: the model was opened without one");
+        return;
+    }
+    const std::string ext = std::filesystem::path(tp).extension().string();
+    if (ext == ".gguf") {
+        auto src = io::GgufFile::open(tp);
+        if (!src) {
+            notes.push_back("no tokenizer written: " + src.error().describe());
+            return;
+        }
+        int copied = 0;
+        for (const auto& [key, value] : src->metadata())
+            if (key.rfind("tokenizer.", 0) == 0) {
+                writer.set(key, value);
+                ++copied;
+            }
+        notes.push_back("tokenizer: " + std::to_string(copied) + " tokenizer.* keys copied from " +
+                        tp);
+        return;
+    }
+    if (std::filesystem::path(tp).filename() != "tokenizer.json") {
+        notes.push_back("no tokenizer written: " + tp + " is not a byte-level BPE tokenizer.json");
+        return;
+    }
+    auto bytes = io::readFileBytes(tp);
+    if (!bytes) {
+        notes.push_back("no tokenizer written: " + bytes.error().describe());
+        return;
+    }
+    const nlohmann::json j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
+    const bool bpe = !j.is_discarded() && j.is_object() && j.contains("model") &&
+                     j["model"].is_object() && j["model"].value("type", "") == "BPE" &&
+                     j["model"].contains("vocab") && j["model"]["vocab"].is_object() &&
+                     j["model"].contains("merges") && j["model"]["merges"].is_array() &&
+                     j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
+                     j["pre_tokenizer"].dump().find("ByteLevel") != std::string::npos;
+    if (!bpe) {
+        notes.push_back("no tokenizer written: " + tp +
+                        " is not a byte-level BPE tokenizer (only those convert)");
+        return;
+    }
+    std::map<std::int64_t, std::pair<std::string, std::int32_t>> byId;  // id -> (text, type)
+    for (const auto& [text, id] : j["model"]["vocab"].items())
+        if (id.is_number_integer())
+            byId[id.get<std::int64_t>()] = {text, 1};
+    if (j.contains("added_tokens") && j["added_tokens"].is_array())
+        for (const auto& t : j["added_tokens"])
+            if (t.is_object() && t.contains("id") && t["id"].is_number_integer() &&
+                t.contains("content") && t["content"].is_string())
+                byId[t["id"].get<std::int64_t>()] = {t["content"].get<std::string>(),
+                                                      t.value("special", false) ? 3 : 4};
+    if (byId.empty() || byId.begin()->first != 0 ||
+        byId.rbegin()->first != static_cast<std::int64_t>(byId.size()) - 1) {
+        notes.push_back("no tokenizer written: the token ids of " + tp + " are not 0..n-1");
+        return;
+    }
+    std::vector<std::string> tokens;
+    std::vector<std::int32_t> types;
+    std::map<std::string, std::int64_t> idOf;
+    for (const auto& [id, t] : byId) {
+        tokens.push_back(t.first);
+        types.push_back(t.second);
+        idOf.emplace(t.first, id);
+    }
+    std::vector<std::string> merges;
+    for (const auto& m : j["model"]["merges"]) {
+        if (m.is_string())
+            merges.push_back(m.get<std::string>());
+        else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+            merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    }
+    writer.set("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
+    writer.set("tokenizer.ggml.tokens", io::GgufValue::stringArray(tokens));
+    writer.set("tokenizer.ggml.token_type", io::GgufValue::i32Array(types));
+    writer.set("tokenizer.ggml.merges", io::GgufValue::stringArray(merges));
+    // bos / eos ids from config.json beside the tokenizer (as the HF model declares them).
+    const auto config = std::filesystem::path(tp).parent_path() / "config.json";
+    if (auto cb = io::readFileBytes(config.string())) {
+        const nlohmann::json c = nlohmann::json::parse(cb->begin(), cb->end(), nullptr, false);
+        for (const char* key : {"bos_token_id", "eos_token_id"})
+            if (!c.is_discarded() && c.is_object() && c.contains(key) &&
+                c[key].is_number_integer() && c[key].get<std::int64_t>() >= 0 &&
+                c[key].get<std::int64_t>() < static_cast<std::int64_t>(tokens.size()))
+                writer.set(std::string("tokenizer.ggml.") + (key[0] == 'b' ? "bos" : "eos") +
+                               "_token_id",
+                           io::GgufValue::u32(static_cast<std::uint32_t>(c[key].get<std::int64_t>())));
+    }
+    notes.push_back("tokenizer: byte-level BPE converted from " + tp + " (" +
+                    std::to_string(tokens.size()) + " tokens, " + std::to_string(merges.size()) +
+                    " merges; no tokenizer.ggml.pre, llama.cpp uses its default pre-tokenizer)");
+}
+
+/// One planned tensor of the file.
+struct Planned {
+    std::string name;
+    const ir::Node* node = nullptr;
+    std::size_t input = 1;
+    std::int64_t permuteHeads = 0;  ///< attn_q / attn_k: heads to permute for
+};
+
+} // namespace
+
+Result<void> checkGgufExportable(const quant::Scheme& scheme)
+{
+    const std::string name = scheme.spec.empty() ? scheme.preset : scheme.spec;
+    if (auto why = ggufLimitation(scheme.config))
+        return Error::unsupported({}, "scheme " + name + " cannot be exported to gguf: " + *why);
+    for (const auto& [layer, config] : scheme.overrides)
+        if (config)
+            if (auto why = ggufLimitation(*config))
+                return Error::unsupported({}, "scheme " + name +
+                                                  " cannot be exported to gguf: override of "
+                                                  "layer '" + layer + "': " + *why);
+    return {};
+}
+
+Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::string& path,
+                              const ExportSource& source, Progress& progress,
+                              const CancelToken& cancel)
+{
+    if (auto r = checkGgufExportable(model.scheme); !r) {
+        Error e = r.error();
+        e.path = path;
+        return e;
+    }
+    const ir::Graph& g = model.graph;
+    auto type = g.metadata.find("model_type");
+    if (type == g.metadata.end() || type->second != "llama")
+        return Error::unsupported(path, "GGUF export writes llama-family models only; this "
+                                        "model is " +
+                                            (type == g.metadata.end()
+                                                 ? std::string("not a built language model")
+                                                 : "'" + type->second + "'"));
+    try {
+        c10::InferenceMode guard;
+        const Hparams h{g, path};
+        const std::int64_t hidden = h.integer("llama.embedding_length");
+        const std::int64_t blocks = h.integer("llama.block_count");
+        const std::int64_t heads = h.integer("llama.attention.head_count");
+        const std::int64_t kvHeads = h.integer("llama.attention.head_count_kv");
+        const std::int64_t headDim = h.integer("llama.rope.dimension_count");
+        if (headDim * heads != hidden)
+            return Error::unsupported(path, "head size " + std::to_string(headDim) + " x " +
+                                                std::to_string(heads) +
+                                                " heads is not the embedding width " +
+                                                std::to_string(hidden) +
+                                                " (llama.cpp's llama derives it from them)");
+        std::map<std::string, const ir::Node*> byName;
+        for (const auto& node : g.nodes) {
+            byName[node.name] = &node;
+            if (node.op == ir::OpKind::Add && node.name.ends_with(".bias"))
+                return Error::unsupported(path, "layer '" + node.name +
+                                                    "': llama projections with biases are not "
+                                                    "written to GGUF");
+        }
+        auto node = [&](const std::string& name) -> const ir::Node* {
+            auto it = byName.find(name);
+            if (it == byName.end())
+                throw Error::unsupported(path, "the graph has no layer '" + name +
+                                                   "' (not a BitLens llama graph)");
+            return it->second;
+        };
+        auto initOf = [&](const ir::Node* n, std::size_t i) -> const at::Tensor& {
+            const at::Tensor* t = n->inputs.size() > i ? g.initializer(n->inputs[i]) : nullptr;
+            if (!t)
+                throw Error::unsupported(path, "layer '" + n->name + "' reads no constant weight");
+            return *t;
+        };
+
+        std::vector<Planned> plan;
+        plan.push_back({"token_embd.weight", node("embed_tokens"), 0, 0});
+        for (std::int64_t i = 0; i < blocks; ++i) {
+            const std::string l = "layer." + std::to_string(i);
+            const std::string b = "blk." + std::to_string(i) + ".";
+            plan.push_back({b + "attn_norm.weight", node(l + ".input_norm"), 1, 0});
+            plan.push_back({b + "attn_q.weight", node(l + ".attn.q_proj"), 1, heads});
+            plan.push_back({b + "attn_k.weight", node(l + ".attn.k_proj"), 1, kvHeads});
+            plan.push_back({b + "attn_v.weight", node(l + ".attn.v_proj"), 1, 0});
+            plan.push_back({b + "attn_output.weight", node(l + ".attn.o_proj"), 1, 0});
+            plan.push_back({b + "ffn_norm.weight", node(l + ".post_attention_norm"), 1, 0});
+            plan.push_back({b + "ffn_gate.weight", node(l + ".mlp.gate_proj"), 1, 0});
+            plan.push_back({b + "ffn_up.weight", node(l + ".mlp.up_proj"), 1, 0});
+            plan.push_back({b + "ffn_down.weight", node(l + ".mlp.down_proj"), 1, 0});
+        }
+        plan.push_back({"output_norm.weight", node("norm"), 1, 0});
+        plan.push_back({"output.weight", node("lm_head"), 1, 0});
+
+        GgufSummary summary;
+        io::GgufWriter writer;
+        const std::optional<GgmlType> mainType = model.scheme.config.ggmlType;
+        const at::Tensor& embed = initOf(plan.front().node, 0);
+        std::string name = std::filesystem::path(source.modelPath).stem().string();
+        if (std::filesystem::path(source.modelPath).extension() == ".gguf")
+            if (auto src = io::GgufFile::open(source.modelPath))
+                if (auto n = src->getString("general.name"))
+                    name = *n;
+        if (name.empty())
+            name = g.name;
+        writer.set("general.architecture", io::GgufValue::string("llama"));
+        writer.set("general.name", io::GgufValue::string(name));
+        writer.set("general.file_type", io::GgufValue::u32(fileType(mainType)));
+        writer.set("general.quantization_version", io::GgufValue::u32(2));
+        auto u32 = [&](const std::string& key, std::int64_t v) {
+            writer.set(key, io::GgufValue::u32(static_cast<std::uint32_t>(v)));
+        };
+        u32("llama.context_length", h.integer("context_length"));
+        u32("llama.embedding_length", hidden);
+        u32("llama.block_count", blocks);
+        u32("llama.feed_forward_length", h.integer("llama.feed_forward_length"));
+        u32("llama.attention.head_count", heads);
+        u32("llama.attention.head_count_kv", kvHeads);
+        writer.set("llama.rope.freq_base",
+                   io::GgufValue::f32(static_cast<float>(h.number("llama.rope.freq_base"))));
+        writer.set("llama.attention.layer_norm_rms_epsilon",
+                   io::GgufValue::f32(static_cast<float>(
+                       h.number("llama.attention.layer_norm_rms_epsilon"))));
+        u32("llama.rope.dimension_count", headDim);
+        u32("llama.vocab_size", embed.size(0));
+        writeTokenizer(writer, source, summary.notes);
+
+        for (std::size_t k = 0; k < plan.size(); ++k) {
+            if (cancel.cancelled())
+                return Error::cancelled();
+            const Planned& p = plan[k];
+            progress.report(0.9 * static_cast<double>(k) / static_cast<double>(plan.size()),
+                            "quantizing " + p.name);
+            const at::Tensor& w = initOf(p.node, p.input);
+            if (p.name == "token_embd.weight") {
+                // Not quantized in-app (a Gather): the smallest type that holds it exactly.
+                std::vector<GgmlType> candidates;
+                if (mainType)
+                    candidates.push_back(quant::ggmlTypeForRow(*mainType, w.size(1)));
+                candidates.insert(candidates.end(), {GgmlType::Q8_0, GgmlType::F16});
+                GgmlType chosen = GgmlType::F32;
+                for (GgmlType t : candidates)
+                    if (exactIn(w, t)) {
+                        chosen = t;
+                        break;
+                    }
+                summary.tokenEmbeddingType = std::string(quant::ggmlTraits(chosen).name);
+                summary.notes.push_back(
+                    "token_embd.weight: " + summary.tokenEmbeddingType +
+                    " (BitLens runs the embedding unquantized; this is the smallest of the "
+                    "scheme's type, Q8_0, F16 and F32 that holds it bit for bit)");
+                if (auto r = writer.addTensor(p.name, w, chosen); !r)
+                    return r.error();
+                continue;
+            }
+            if (p.node->op == ir::OpKind::RMSNorm) {
+                if (auto r = writer.addTensor(p.name, w.to(at::kFloat), GgmlType::F32); !r)
+                    return r.error();
+                continue;
+            }
+            auto lq = model.layers.find(p.node->name);
+            const bool quantized = lq != model.layers.end() && !lq->second.config.keepFloat;
+            at::Tensor rows = quant::weightView(
+                *p.node, quantized ? lq->second.weightFloat : w);  // [out, in]
+            rows = rows.to(at::kCPU, at::kFloat).contiguous();
+            if (p.permuteHeads > 0)
+                rows = permuteForRope(rows, p.permuteHeads);
+            GgmlType t = GgmlType::F32;
+            if (quantized) {
+                t = quant::ggmlTypeForRow(*lq->second.config.ggmlType, rows.size(1));
+                ++summary.quantizedLayers;
+                if (!lq->second.note.empty())
+                    summary.notes.push_back(p.node->name + " (" + p.name +
+                                            "): " + lq->second.note);
+            } else {
+                ++summary.floatLayers;
+            }
+            if (auto r = writer.addTensor(p.name, rows, t); !r) {
+                Error e = r.error();
+                e.message = p.name + ": " + e.message;
+                if (e.path.empty())
+                    e.path = path;
+                return e;
+            }
+        }
+        summary.tensors = static_cast<std::int64_t>(plan.size());
+        // The last chance to stop: after this the temporary file is renamed into place whole.
+        if (cancel.cancelled())
+            return Error::cancelled();
+        progress.report(0.9, "writing " + path);
+        if (auto r = writer.write(path); !r)
+            return r.error();
+        progress.report(1.0, "exported");
+        return summary;
+    } catch (const Error& e) {
+        return e;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("GGUF export failed: ") + e.what_without_backtrace(),
+                              path);
+    } catch (const std::exception& e) {
+        return Error::runtime(std::string("GGUF export failed: ") + e.what(), path);
+    }
+}
+
+namespace {
+
+/// max |a - b| over matching outputs; NaN on one side only counts as infinite.
+double maxDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
+{
+    double worst = 0.0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        const at::Tensor x = a[i].to(at::kCPU, at::kFloat);
+        const at::Tensor y = b[i].to(at::kCPU, at::kFloat);
+        if (x.sizes() != y.sizes())
+            return std::numeric_limits<double>::infinity();
+        const at::Tensor bothNan = at::logical_and(at::isnan(x), at::isnan(y));
+        const at::Tensor d = at::where(bothNan, at::zeros_like(x),
+                                       at::nan_to_num((x - y).abs(),
+                                                      std::numeric_limits<double>::infinity()));
+        if (d.numel() > 0)
+            worst = std::max(worst, d.max().item<double>());
+    }
+    if (a.size() != b.size())
+        return std::numeric_limits<double>::infinity();
+    return worst;
+}
+
+} // namespace
+
+Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedModel& model,
+                                const io::Dataset& data, const VerifyOptions& options,
+                                Progress& progress, const CancelToken& cancel)
+{
+    if (!data.inputs.defined() || data.size() == 0)
+        return Error::usage("verification needs samples (--eval DATA)");
+    progress.report(0.0, "reopening " + path);
+    auto opened = openModel(path);
+    if (!opened)
+        return opened.error();
+    const ir::Graph& file = (*opened)->graph();
+    try {
+        c10::InferenceMode guard;
+        VerifyResult result;
+        std::map<std::string, const ir::Node*> fileNodes;
+        for (const auto& n : file.nodes)
+            fileNodes[n.name] = &n;
+        std::int64_t otherChecked = 0;
+        std::int64_t otherMismatches = 0;
+        for (const auto& node : model.graph.nodes) {
+            auto fn = fileNodes.find(node.name);
+            auto lq = model.layers.find(node.name);
+            const bool quantized = lq != model.layers.end() && !lq->second.config.keepFloat;
+            for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+                const at::Tensor* mine = model.graph.initializer(node.inputs[i]);
+                if (!mine)
+                    continue;
+                const at::Tensor* theirs =
+                    fn != fileNodes.end() && fn->second->inputs.size() > i
+                        ? file.initializer(fn->second->inputs[i])
+                        : nullptr;
+                const at::Tensor expected = quantized && i == 1 ? lq->second.weightFq : *mine;
+                const bool same = theirs && theirs->sizes() == expected.sizes() &&
+                                  theirs->scalar_type() == expected.scalar_type() &&
+                                  at::equal(theirs->to(at::kCPU), expected.to(at::kCPU));
+                if (quantized && i == 1) {
+                    ++result.weightsChecked;
+                    result.weightsMismatched += same ? 0 : 1;
+                } else {
+                    ++otherChecked;
+                    otherMismatches += same ? 0 : 1;
+                }
+            }
+        }
+
+        exec::Executor appExec(model.graph, exec::ExecOptions{options.device});
+        appExec.addHook(quant::makeQuantHook(model));
+        exec::Executor fileExec(file, exec::ExecOptions{options.device});
+        // Language-model logits are [batch, sequence, vocab]: small batches keep them in memory.
+        const std::int64_t batch = std::max<std::int64_t>(
+            1, std::min<std::int64_t>(options.batchSize, data.inputs.dim() >= 2 ? 4 : 256));
+        const std::int64_t n = data.size();
+        for (std::int64_t start = 0; start < n; start += batch) {
+            if (cancel.cancelled())
+                return Error::cancelled();
+            const std::int64_t end = std::min(n, start + batch);
+            const at::Tensor x = data.inputs.slice(0, start, end);
+            auto a = appExec.run({x});
+            if (!a)
+                return a.error();
+            auto f = fileExec.run({x});
+            if (!f)
+                return Error{f.error().code, f.error().message, path, std::nullopt};
+            result.maxAbsDiff = std::max(result.maxAbsDiff, maxDiff(*a, *f));
+            for (const auto& y : *a)
+                if (y.numel() > 0)
+                    result.outputAbsMax = std::max(
+                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
+            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
+        }
+        result.samples = n;
+        result.maxAbsDiffSameRounding = result.maxAbsDiff;
+        result.sameRoundingTolerance =
+            options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
+        result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
+                    result.maxAbsDiff <= result.sameRoundingTolerance;
+        result.message =
+            "gguf file vs in-app model on " + std::to_string(n) + " samples: " +
+            std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
+            std::to_string(result.weightsChecked) + " quantized weights identical, " +
+            std::to_string(otherMismatches) + "/" + std::to_string(otherChecked) +
+            " other tensors differ; max |diff| " + fmt(result.maxAbsDiff) +
+            " running the model from the file (" +
+            (result.sameRoundingTolerance == 0.0 ? std::string("must be 0")
+                                                 : "tolerance " + fmt(result.sameRoundingTolerance)) +
+            "; outputs up to " + fmt(result.outputAbsMax) + ")";
+        return result;
+    } catch (const c10::Error& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
+                              path);
+    } catch (const std::exception& e) {
+        return Error::runtime(std::string("verification failed: ") + e.what(), path);
+    }
+}
+
+} // namespace bitlens::exporting

@@ -1,0 +1,355 @@
+// GGUF export of llama models (core/export/gguf_export.h): tiny random llamas built in the test
+// are quantized with the gguf-* presets, written, read back with BitLens' GGUF reader and
+// compared with the in-app quantized weights bit for bit; metadata, fallbacks, refusals,
+// atomicity and the --verify path.
+
+#include "export/export.h"
+#include "export/gguf_export.h"
+#include "io/gguf.h"
+#include "model/hf_builders.h"
+#include "quant/engine.h"
+#include "quant/ggml_quants.h"
+#include "quant/scheme.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "temp_dir.h"
+
+using namespace bitlens;
+using nlohmann::json;
+using quant::GgmlType;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TinyLlama {
+    json config;
+    ir::Graph graph;
+};
+
+/// A random llama: `hidden` wide, 4 heads over 2 key/value heads, `inter` MLP, 2 blocks.
+TinyLlama tinyLlama(std::int64_t hidden, std::int64_t inter, bool tied, std::uint64_t seed)
+{
+    const std::int64_t vocab = 96;
+    const std::int64_t heads = 4;
+    const std::int64_t kvHeads = 2;
+    const std::int64_t hd = hidden / heads;
+    TinyLlama t;
+    t.config = {{"model_type", "llama"},          {"hidden_size", hidden},
+                {"intermediate_size", inter},     {"num_hidden_layers", 2},
+                {"num_attention_heads", heads},   {"num_key_value_heads", kvHeads},
+                {"vocab_size", vocab},            {"max_position_embeddings", 128},
+                {"rms_norm_eps", 1e-5},           {"rope_theta", 10000.0},
+                {"tie_word_embeddings", tied}};
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    auto rnd = [&](std::vector<std::int64_t> shape, double scale) {
+        return at::randn(shape, gen) * scale;
+    };
+    std::map<std::string, at::Tensor> w;
+    w["model.embed_tokens.weight"] = rnd({vocab, hidden}, 0.5);
+    w["model.norm.weight"] = 1.0 + rnd({hidden}, 0.1);
+    if (!tied)
+        w["lm_head.weight"] = rnd({vocab, hidden}, 0.05);
+    for (int i = 0; i < 2; ++i) {
+        const std::string l = "model.layers." + std::to_string(i) + ".";
+        w[l + "input_layernorm.weight"] = 1.0 + rnd({hidden}, 0.1);
+        w[l + "post_attention_layernorm.weight"] = 1.0 + rnd({hidden}, 0.1);
+        w[l + "self_attn.q_proj.weight"] = rnd({heads * hd, hidden}, 0.05);
+        w[l + "self_attn.k_proj.weight"] = rnd({kvHeads * hd, hidden}, 0.05);
+        w[l + "self_attn.v_proj.weight"] = rnd({kvHeads * hd, hidden}, 0.05);
+        w[l + "self_attn.o_proj.weight"] = rnd({hidden, heads * hd}, 0.05);
+        w[l + "mlp.gate_proj.weight"] = rnd({inter, hidden}, 0.05);
+        w[l + "mlp.up_proj.weight"] = rnd({inter, hidden}, 0.05);
+        w[l + "mlp.down_proj.weight"] = rnd({hidden, inter}, 0.05);
+    }
+    auto g = model::buildFromHfConfig(t.config, w, "tiny-llama");
+    EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().userMessage());
+    if (g.ok())
+        t.graph = std::move(g).value();
+    return t;
+}
+
+quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << (scheme.ok() ? "" : scheme.error().userMessage());
+    auto model = quant::prepare(graph, *scheme, at::Tensor());
+    EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+const ir::Node& nodeNamed(const ir::Graph& g, const std::string& name)
+{
+    for (const auto& n : g.nodes)
+        if (n.name == name)
+            return n;
+    throw std::runtime_error("no node " + name);
+}
+
+/// The in-app dequantized weight of `layer` as GGUF stores it ([out, in], q/k permuted).
+at::Tensor inAppRows(const quant::QuantizedModel& m, const std::string& layer,
+                     std::int64_t permuteHeads = 0)
+{
+    const ir::Node& node = nodeNamed(m.graph, layer);
+    at::Tensor rows = quant::weightView(node, m.layers.at(layer).weightFq).contiguous();
+    if (permuteHeads > 0)
+        rows = rows.reshape({permuteHeads, 2, rows.size(0) / permuteHeads / 2, rows.size(1)})
+                   .transpose(1, 2)
+                   .reshape(rows.sizes())
+                   .contiguous();
+    return rows;
+}
+
+} // namespace
+
+TEST(GgufExport, EveryPresetWritesTheInAppWeightsBitForBit)
+{
+    const TinyLlama t = tinyLlama(256, 512, /*tied=*/true, 1);
+    test::TempDir dir;
+    const std::map<std::string, GgmlType> presets = {
+        {"gguf-f16", GgmlType::F16},   {"gguf-q8_0", GgmlType::Q8_0},
+        {"gguf-q4_0", GgmlType::Q4_0}, {"gguf-q4_1", GgmlType::Q4_1},
+        {"gguf-q4_k", GgmlType::Q4_K}, {"gguf-q6_k", GgmlType::Q6_K}};
+    for (const auto& [preset, type] : presets) {
+        SCOPED_TRACE(preset);
+        const auto m = prepared(t.graph, preset);
+        const std::string path = dir.file(preset + ".gguf");
+        auto r = exporting::exportModel(m, exporting::ExportFormat::Gguf, path);
+        ASSERT_TRUE(r.ok()) << r.error().userMessage();
+        EXPECT_EQ(r->quantizedLayers, 2 * 7 + 1);
+        EXPECT_EQ(r->bytes, static_cast<std::int64_t>(fs::file_size(path)));
+        auto f = io::GgufFile::open(path);
+        ASSERT_TRUE(f.ok()) << f.error().userMessage();
+        EXPECT_EQ(f->version(), 3u);
+        EXPECT_EQ(f->dataOffset() % 32, 0u);
+        EXPECT_EQ(f->getString("general.architecture").value(), "llama");
+        EXPECT_EQ(f->getInt("llama.block_count").value(), 2);
+        EXPECT_EQ(f->getInt("llama.embedding_length").value(), 256);
+        EXPECT_EQ(f->getInt("llama.feed_forward_length").value(), 512);
+        EXPECT_EQ(f->getInt("llama.attention.head_count").value(), 4);
+        EXPECT_EQ(f->getInt("llama.attention.head_count_kv").value(), 2);
+        EXPECT_EQ(f->getInt("llama.rope.dimension_count").value(), 64);
+        EXPECT_EQ(f->getInt("llama.context_length").value(), 128);
+        EXPECT_EQ(f->getInt("llama.vocab_size").value(), 96);
+        EXPECT_EQ(f->getFloat("llama.rope.freq_base").value(), 10000.0);
+        EXPECT_EQ(f->getFloat("llama.attention.layer_norm_rms_epsilon").value(),
+                  static_cast<double>(1e-5f));
+        ASSERT_TRUE(f->getInt("general.file_type").ok());
+        for (std::size_t i = 0; i < f->tensors().size(); ++i)
+            EXPECT_EQ(f->tensors()[i].offset % 32, 0u);
+
+        // Every projection in the preset's type, holding the in-app weight exactly.
+        const std::vector<std::tuple<std::string, std::string, std::int64_t>> layers = {
+            {"blk.1.attn_q.weight", "layer.1.attn.q_proj", 4},
+            {"blk.1.attn_k.weight", "layer.1.attn.k_proj", 2},
+            {"blk.1.attn_v.weight", "layer.1.attn.v_proj", 0},
+            {"blk.0.attn_output.weight", "layer.0.attn.o_proj", 0},
+            {"blk.0.ffn_gate.weight", "layer.0.mlp.gate_proj", 0},
+            {"blk.0.ffn_up.weight", "layer.0.mlp.up_proj", 0},
+            {"blk.0.ffn_down.weight", "layer.0.mlp.down_proj", 0},
+            {"output.weight", "lm_head", 0}};
+        for (const auto& [gguf, layer, heads] : layers) {
+            const auto* info = f->findTensor(gguf);
+            ASSERT_NE(info, nullptr) << gguf;
+            EXPECT_EQ(info->type, type) << gguf;
+            auto w = f->dequantize(gguf);
+            ASSERT_TRUE(w.ok()) << w.error().userMessage();
+            EXPECT_TRUE(at::equal(*w, inAppRows(m, layer, heads))) << gguf;
+        }
+        // Norms stay F32, the unquantized embedding is held exactly.
+        const auto* norm = f->findTensor("blk.0.attn_norm.weight");
+        ASSERT_NE(norm, nullptr);
+        EXPECT_EQ(norm->type, GgmlType::F32);
+        EXPECT_TRUE(at::equal(f->dequantize("output_norm.weight").value(),
+                              *m.graph.initializer("model.norm.weight")));
+        EXPECT_TRUE(at::equal(f->dequantize("token_embd.weight").value(),
+                              *m.graph.initializer("model.embed_tokens.weight")));
+        // The preset's error is the file's: the in-app weight moved off the float one.
+        if (type != GgmlType::F16)
+            EXPECT_FALSE(at::equal(m.layers.at("layer.0.mlp.up_proj").weightFq,
+                                   m.layers.at("layer.0.mlp.up_proj").weightFloat));
+    }
+}
+
+TEST(GgufExport, BlockBytesAreTheReferenceQuantizersOwn)
+{
+    const TinyLlama t = tinyLlama(256, 512, /*tied=*/false, 2);
+    test::TempDir dir;
+    const auto m = prepared(t.graph, "gguf-q4_k");
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(exporting::exportModel(m, exporting::ExportFormat::Gguf, path).ok());
+    auto f = io::GgufFile::open(path).value();
+    const at::Tensor rows =
+        quant::weightView(nodeNamed(m.graph, "layer.0.mlp.down_proj"),
+                          m.layers.at("layer.0.mlp.down_proj").weightFloat)
+            .contiguous();
+    auto bytes = quant::ggmlQuantize(
+        std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
+        GgmlType::Q4_K);
+    ASSERT_TRUE(bytes.ok());
+    const auto stored = f.tensorBytes(*f.findTensor("blk.0.ffn_down.weight"));
+    ASSERT_EQ(stored.size(), bytes->size());
+    EXPECT_TRUE(std::equal(stored.begin(), stored.end(), bytes->begin()));
+    // Untied: output.weight is the model's own head.
+    EXPECT_TRUE(at::equal(f.dequantize("output.weight").value(), inAppRows(m, "lm_head")));
+}
+
+TEST(GgufExport, RowsTheBlockDoesNotDivideFallBackAsLlamaCppDoes)
+{
+    // hidden 96: K-quant rows of 96 become Q5_0 (Q4_K) / Q8_0 (Q6_K); MLP 40: F16.
+    const TinyLlama t = tinyLlama(96, 40, true, 3);
+    const auto k4 = prepared(t.graph, "gguf-q4_k");
+    EXPECT_NE(k4.layers.at("layer.0.attn.q_proj").note.find("stored as Q5_0"), std::string::npos)
+        << k4.layers.at("layer.0.attn.q_proj").note;
+    EXPECT_NE(k4.layers.at("layer.0.mlp.down_proj").note.find("stored as F16"), std::string::npos);
+    const auto k6 = prepared(t.graph, "gguf-q6_k");
+    EXPECT_NE(k6.layers.at("layer.0.attn.q_proj").note.find("stored as Q8_0"), std::string::npos);
+    const auto q4 = prepared(t.graph, "gguf-q4_0");
+    EXPECT_TRUE(q4.layers.at("layer.0.attn.q_proj").note.empty());
+    EXPECT_EQ(quant::ggmlTypeForRow(GgmlType::Q4_0, 40), GgmlType::F16);
+
+    test::TempDir dir;
+    const std::string path = dir.file("k4.gguf");
+    auto r = exporting::exportModel(k4, exporting::ExportFormat::Gguf, path);
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    auto f = io::GgufFile::open(path).value();
+    EXPECT_EQ(f.findTensor("blk.0.attn_q.weight")->type, GgmlType::Q5_0);
+    EXPECT_EQ(f.findTensor("blk.0.ffn_down.weight")->type, GgmlType::F16);
+    EXPECT_EQ(f.findTensor("blk.0.ffn_up.weight")->type, GgmlType::Q5_0);
+    EXPECT_TRUE(at::equal(f.dequantize("blk.0.attn_q.weight").value(),
+                          inAppRows(k4, "layer.0.attn.q_proj", 4)));
+    bool noted = false;
+    for (const auto& note : r->notes)
+        noted = noted || note.find("blk.0.attn_q.weight") != std::string::npos;
+    EXPECT_TRUE(noted);
+}
+
+TEST(GgufExport, VerifyReloadsTheFileAndRunsItIdentically)
+{
+    const TinyLlama t = tinyLlama(256, 512, true, 4);
+    test::TempDir dir;
+    io::Dataset data;
+    data.path = "ids";
+    at::Generator gen = at::detail::createCPUGenerator(5);
+    data.inputs = at::randint(0, 96, {6, 24}, gen, at::TensorOptions().dtype(at::kLong));
+    for (const char* preset : {"gguf-q4_0", "gguf-q4_k"}) {
+        const auto m = prepared(t.graph, preset);
+        const std::string path = dir.file(std::string(preset) + ".gguf");
+        ASSERT_TRUE(exporting::exportModel(m, exporting::ExportFormat::Gguf, path).ok());
+        auto v = exporting::verifyExport(path, exporting::ExportFormat::Gguf, m, data);
+        ASSERT_TRUE(v.ok()) << v.error().userMessage();
+        EXPECT_TRUE(v->ok) << v->message;
+        EXPECT_EQ(v->maxAbsDiff, 0.0) << v->message;
+        EXPECT_EQ(v->weightsChecked, 15);
+        EXPECT_EQ(v->weightsMismatched, 0);
+        EXPECT_EQ(v->samples, 6);
+        EXPECT_GT(v->outputAbsMax, 0.0);
+    }
+    // A file holding other weights than the in-app model fails loudly.
+    const auto q4 = prepared(t.graph, "gguf-q4_0");
+    const auto q8 = prepared(t.graph, "gguf-q8_0");
+    const std::string path = dir.file("q8.gguf");
+    ASSERT_TRUE(exporting::exportModel(q8, exporting::ExportFormat::Gguf, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Gguf, q4, data);
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_FALSE(v->ok);
+    EXPECT_EQ(v->weightsMismatched, 15);
+    EXPECT_GT(v->maxAbsDiff, 0.0);
+    EXPECT_EQ(exporting::mismatchError(path, *v).code, ErrorCode::Runtime);
+}
+
+TEST(GgufExport, TokenizerKeysOfAGgufSourceAreCopied)
+{
+    const TinyLlama t = tinyLlama(64, 64, true, 6);
+    test::TempDir dir;
+    io::GgufWriter src;
+    src.set("general.architecture", io::GgufValue::string("llama"));
+    src.set("general.name", io::GgufValue::string("Tiny Source"));
+    src.set("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
+    src.set("tokenizer.ggml.tokens", io::GgufValue::stringArray({"a", "b", "ab"}));
+    src.set("tokenizer.ggml.merges", io::GgufValue::stringArray({"a b"}));
+    src.set("tokenizer.ggml.token_type", io::GgufValue::i32Array({1, 1, 1}));
+    src.set("tokenizer.ggml.bos_token_id", io::GgufValue::u32(0));
+    src.set("tokenizer.ggml.eos_token_id", io::GgufValue::u32(1));
+    ASSERT_TRUE(src.write(dir.file("src.gguf")).ok());
+    const auto m = prepared(t.graph, "gguf-q8_0");
+    exporting::ExportSource source{dir.file("src.gguf"), dir.file("src.gguf")};
+    const std::string path = dir.file("out.gguf");
+    auto r = exporting::exportModel(m, exporting::ExportFormat::Gguf, path, Progress::none(),
+                                    CancelToken(), source);
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    auto f = io::GgufFile::open(path).value();
+    EXPECT_EQ(f.getString("general.name").value(), "Tiny Source");
+    EXPECT_EQ(f.getString("tokenizer.ggml.model").value(), "gpt2");
+    EXPECT_EQ(f.getStringArray("tokenizer.ggml.tokens").value(),
+              (std::vector<std::string>{"a", "b", "ab"}));
+    EXPECT_EQ(f.getStringArray("tokenizer.ggml.merges").value(),
+              std::vector<std::string>{"a b"});
+    EXPECT_EQ(f.getInt("tokenizer.ggml.eos_token_id").value(), 1);
+    EXPECT_EQ(f.getInt("general.file_type").value(), 7);  // LLAMA_FTYPE_MOSTLY_Q8_0
+}
+
+TEST(GgufExport, OtherSchemesAndModelsAreRefusedWithoutAFile)
+{
+    auto st = quant::parseScheme("static-int8").value();
+    auto e = exporting::checkExportable(st, exporting::ExportFormat::Gguf);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(e.error().message.find("gguf-q4_0"), std::string::npos) << e.error().message;
+    auto gq = quant::parseScheme("gguf-q4_0").value();
+    EXPECT_TRUE(exporting::checkExportable(gq, exporting::ExportFormat::Gguf).ok());
+    for (auto format : {exporting::ExportFormat::Onnx, exporting::ExportFormat::Safetensors}) {
+        auto other = exporting::checkExportable(gq, format);
+        ASSERT_FALSE(other.ok());
+        EXPECT_EQ(other.error().code, ErrorCode::Unsupported);
+    }
+    EXPECT_FALSE(quant::parseScheme("gguf-q4_0:group=64").ok());
+    EXPECT_FALSE(quant::parseScheme("gguf-q5_1").ok());
+
+    const TinyLlama t = tinyLlama(64, 64, true, 7);
+    test::TempDir dir;
+    // A float override is fine (written F32); a static-int8 override is not.
+    auto json = dir.file("s.json");
+    std::ofstream(json) << R"({"preset": "gguf-q4_0", "overrides": {"lm_head": "float"}})";
+    auto withFloat = quant::parseScheme(json).value();
+    auto m = quant::prepare(t.graph, withFloat, at::Tensor()).value();
+    auto r = exporting::exportModel(m, exporting::ExportFormat::Gguf, dir.file("f.gguf"));
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    EXPECT_EQ(r->floatLayers, 1);
+    EXPECT_EQ(io::GgufFile::open(dir.file("f.gguf"))->findTensor("output.weight")->type,
+              GgmlType::F32);
+
+    // Non-llama graphs: Unsupported, and an existing file keeps its bytes.
+    ir::Graph notLlama = t.graph;
+    notLlama.metadata["model_type"] = "gpt2";
+    auto m2 = quant::prepare(notLlama, gq, at::Tensor()).value();
+    const std::string keep = dir.file("keep.gguf");
+    std::ofstream(keep) << "old";
+    auto refused = exporting::exportModel(m2, exporting::ExportFormat::Gguf, keep);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
+    EXPECT_EQ(fs::file_size(keep), 3u);
+
+    // Cancelled: no file, no temporary left behind.
+    CancelToken cancel;
+    cancel.cancel();
+    auto m3 = quant::prepare(t.graph, gq, at::Tensor()).value();
+    auto c = exporting::exportModel(m3, exporting::ExportFormat::Gguf, dir.file("c.gguf"),
+                                    Progress::none(), cancel);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().code, ErrorCode::Cancelled);
+    // A folder that does not exist: an error naming the path, nothing written.
+    auto nowhere = exporting::exportModel(m3, exporting::ExportFormat::Gguf,
+                                          dir.file("missing/x.gguf"));
+    ASSERT_FALSE(nowhere.ok());
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(dir.path()))
+        left.push_back(entry.path().filename().string());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"f.gguf", "keep.gguf", "s.json"}));
+}
