@@ -1,6 +1,8 @@
 #include "io/stb_image.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 
 #ifdef BITLENS_HAVE_STB_IMAGE
 #pragma GCC diagnostic push
@@ -89,6 +91,33 @@ std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
     return {};
 }
 
+/// Checks a PNG's chunk structure before stb sees it: stb_image 2.27 trusts a chunk's length
+/// and grows its IDAT buffer towards it, so 125 bytes claiming a 4 GB chunk took seconds of
+/// allocation (fuzz_image). Every chunk must fit in the file (length, type, data, CRC).
+std::string pngChunkProblem(const std::vector<std::uint8_t>& b)
+{
+    static constexpr std::uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (b.size() < 8 || !std::equal(kSignature, kSignature + 8, b.begin()))
+        return {};  // not a PNG
+    std::size_t pos = 8;
+    while (pos + 8 <= b.size()) {
+        const std::uint64_t length = (static_cast<std::uint64_t>(b[pos]) << 24) |
+                                     (static_cast<std::uint64_t>(b[pos + 1]) << 16) |
+                                     (static_cast<std::uint64_t>(b[pos + 2]) << 8) | b[pos + 3];
+        const std::string type(reinterpret_cast<const char*>(&b[pos + 4]), 4);
+        const std::uint64_t left = b.size() - pos - 8;
+        if (length > left || left - length < 4)
+            return "PNG chunk '" + type + "' at byte " + std::to_string(pos) + " claims " +
+                   std::to_string(length) + " bytes, but only " +
+                   std::to_string(left < 4 ? 0 : left - 4) +
+                   " remain before its checksum (truncated or corrupt PNG)";
+        if (type == "IEND")
+            return {};
+        pos += 12 + static_cast<std::size_t>(length);
+    }
+    return {};  // ends without IEND: stb reports what is missing
+}
+
 } // namespace
 #endif
 
@@ -101,6 +130,8 @@ bool info(const std::vector<std::uint8_t>& bytes, int& width, int& height, int& 
         return false;
     }
     if (reason = jpegHuffmanProblem(bytes); !reason.empty())
+        return false;
+    if (reason = pngChunkProblem(bytes); !reason.empty())
         return false;
     if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height,
                                &channels)) {

@@ -575,6 +575,32 @@ TEST(ImageFolderRead, BrokenImageIsNamed)
     EXPECT_TRUE(readImageFolder(dir.path()).ok());
 }
 
+TEST(ImageFolderRead, PngChunkLongerThanTheFileIsRefusedBeforeDecoding)
+{
+    SKIP_WITHOUT_IMAGE_DECODER();
+    // fuzz_image's findings: 125 and 188 bytes whose chunk lengths run past the end of the file
+    // made stb grow a buffer towards them for seconds.
+    for (const char* name : {"image-timeout-png-ffffffff-chunk.png",
+                             "image-slow-png-ffffffff-chunk.png"}) {
+        SCOPED_TRACE(name);
+        TempDir dir;
+        fs::create_directories(dir.file("a"));
+        fs::copy_file(std::string(BITLENS_TEST_DATA) + "/../fuzz/findings/" + name,
+                      dir.file("a/x.png"));
+        writeBytes(dir.file("b/good.png"), makePng(8, 8, 1, 0));
+        auto data = readImageFolder(dir.path());
+        ASSERT_FALSE(data.ok());
+        EXPECT_EQ(data.error().code, ErrorCode::BadInput);
+        EXPECT_EQ(data.error().path, dir.file("a/x.png"));
+        EXPECT_NE(data.error().message.find("PNG chunk"), std::string::npos)
+            << data.error().message;
+    }
+    // The chunk walk accepts what it should: a valid PNG with its chunks intact.
+    TempDir ok;
+    writeBytes(ok.file("a/one.png"), makePng(3, 5, 3, 7));
+    EXPECT_TRUE(readImageFolder(ok.path()).ok());
+}
+
 TEST(ImageFolderRead, FolderShapesThatCannotBeADataSet)
 {
     SKIP_WITHOUT_IMAGE_DECODER();

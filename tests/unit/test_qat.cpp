@@ -22,13 +22,21 @@ ir::Graph convNet(std::uint64_t seed)
     at::Generator gen = at::detail::createCPUGenerator(seed);
     ir::GraphBuilder g("net");
     auto x = g.input("x", {-1, 1, 8, 8});
+    // Every draw in its own statement: the order in which a call's arguments are evaluated
+    // differs between compilers (GCC right to left, clang left to right), and the network must
+    // be the same in the gcc and the clang (sanitizer) builds. This is the order GCC used.
     x = g.conv2d("conv", x, at::randn({8, 1, 3, 3}, gen) * 0.5, std::nullopt, {1, 1, 1, 1});
-    x = g.batchNorm("bn", x, at::rand({8}, gen) + 0.5, at::randn({8}, gen) * 0.1,
-                    at::randn({8}, gen) * 0.1, at::rand({8}, gen) + 0.5);
+    const auto bnVar = at::rand({8}, gen) + 0.5;
+    const auto bnMean = at::randn({8}, gen) * 0.1;
+    const auto bnBias = at::randn({8}, gen) * 0.1;
+    const auto bnScale = at::rand({8}, gen) + 0.5;
+    x = g.batchNorm("bn", x, bnScale, bnBias, bnMean, bnVar);
     x = g.unary("relu", ir::OpKind::Relu, x);
     x = g.maxPool("pool", x, 2, 2);
     x = g.flatten("flat", x);
-    x = g.linear("fc1", x, at::randn({32, 128}, gen) * 0.1, at::randn({32}, gen) * 0.1);
+    const auto fc1Bias = at::randn({32}, gen) * 0.1;
+    const auto fc1Weight = at::randn({32, 128}, gen) * 0.1;
+    x = g.linear("fc1", x, fc1Weight, fc1Bias);
     x = g.unary("fc1.relu", ir::OpKind::Relu, x);
     x = g.linear("fc2", x, at::randn({4, 32}, gen) * 0.2, at::zeros({4}));
     g.output(x);
