@@ -474,6 +474,11 @@ Result<ExportInputs> exportInputs(QuantSession& session, const ExportRequest& re
     in.format = *format;
     if (auto fits = exporting::checkExportable(in.scheme, in.format); !fits)
         return fits.error();
+    if (session.model())
+        if (auto fits = exporting::checkExportableModel(session.model()->graph(), in.scheme,
+                                                        in.format, session.model()->path());
+            !fits)
+            return fits.error();
     auto data = resolveData(session, request.run, quant::dataSamplesNeeded(in.scheme), progress,
                             cancel);
     if (!data)

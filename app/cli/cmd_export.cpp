@@ -105,6 +105,10 @@ int cmdExport(const Args& args)
     auto in = loadQuantInputs(args, false, scheme->calibSamples);
     if (!in)
         return fail(in.error());
+    if (auto r = exporting::checkExportableModel(in->model->graph(), *scheme, *format,
+                                                 in->model->path());
+        !r)
+        return fail(r.error());
 
     // With --report the full analysis runs (as `quantize`); without, only the preparation.
     json report;

@@ -668,6 +668,12 @@ int cmdQuantize(const Args& args)
     auto in = loadQuantInputs(args, false, quant::dataSamplesNeeded(*scheme));
     if (!in)
         return fail(in.error());
+    if (args.has("--out"))
+        if (auto r = exporting::checkExportableModel(in->model->graph(), *scheme,
+                                                     *exporting::formatFromPath(args.get("--out")),
+                                                     in->model->path());
+            !r)
+            return fail(r.error());
     quant::QuantizedModel prepared;
     auto report = runScheme(*in, spec, std::nullopt, args.has("--quiet"),
                             args.has("--out") ? &prepared : nullptr);

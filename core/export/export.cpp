@@ -135,6 +135,41 @@ Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
     return notYet(format);
 }
 
+Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& scheme,
+                                  ExportFormat format, const std::string& modelPath)
+{
+    if (format == ExportFormat::Gguf) {
+        auto type = graph.metadata.find("model_type");
+        if (type == graph.metadata.end() || type->second != "llama")
+            return Error::unsupported(modelPath, "GGUF export writes llama-family models only; "
+                                                 "this model is " +
+                                                     (type == graph.metadata.end()
+                                                          ? std::string("not a built language "
+                                                                        "model")
+                                                          : "'" + type->second + "'"));
+        return {};
+    }
+    auto plan = quant::makePlan(graph, scheme);
+    if (!plan)
+        return plan.error();
+    for (const auto& node : graph.nodes) {
+        if (node.op != ir::OpKind::LSTM && node.op != ir::OpKind::GRU)
+            continue;
+        const auto it = plan->layers.find(node.name);
+        if (it == plan->layers.end() || it->second.keepFloat)
+            continue;
+        return Error::unsupported(
+            modelPath, "scheme " + (scheme.spec.empty() ? scheme.preset : scheme.spec) + " cannot be exported to " + formatName(format) +
+                           ": layer '" + node.name + "' is an " +
+                           std::string(ir::opKindName(node.op)) +
+                           ", whose hidden state is quantized inside the recurrence, which " +
+                           (format == ExportFormat::Onnx ? "QDQ nodes cannot express"
+                                                         : "compressed-tensors has no layout for") +
+                           " (keep it float with an override)");
+    }
+    return {};
+}
+
 Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
                                  const std::string& path, Progress& progress,
                                  const CancelToken& cancel, const ExportSource& source)

@@ -45,6 +45,13 @@ struct ExportResult {
 /// scheme, the reason and the formats that can hold it).
 Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format);
 
+/// Checks, once the model is open and before any calibration, what only the graph decides:
+/// a quantized LSTM / GRU (ONNX QDQ and compressed-tensors cannot hold its recurrence) and,
+/// for GGUF, a model that is not a llama-family language model. Unsupported naming the layer
+/// or the model; the writers check the same again.
+Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& scheme,
+                                  ExportFormat format, const std::string& modelPath = {});
+
 /// Where the model came from, for writers that carry more than the graph (GGUF: general.name
 /// and the tokenizer).
 struct ExportSource {

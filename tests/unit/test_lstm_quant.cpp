@@ -5,6 +5,7 @@
 
 #include "analysis/quant_report.h"
 #include "exec/executor.h"
+#include "export/export.h"
 #include "export/onnx_qdq.h"
 #include "ir/graph.h"
 #include "quant/engine.h"
@@ -302,4 +303,27 @@ TEST(LstmQuant, QdqExportRefusesAQuantizedLstm)
     EXPECT_EQ(qdq.error().code, ErrorCode::Unsupported);
     EXPECT_NE(qdq.error().message.find("layer 'lstm' is an LSTM"), std::string::npos)
         << qdq.error().message;
+}
+
+TEST(LstmQuant, ExportOfAQuantizedLstmIsRefusedBeforeAnyCalibration)
+{
+    // What the CLI and the window ask once the model is open, before data or calibration.
+    const ir::Graph g = rnnGraph(ir::OpKind::LSTM, 17);
+    for (auto format : {exporting::ExportFormat::Onnx, exporting::ExportFormat::Safetensors}) {
+        auto dynamic = quant::parseScheme("dynamic-int8").value();
+        auto refused = exporting::checkExportableModel(g, dynamic, format, "m.pt");
+        ASSERT_FALSE(refused.ok());
+        EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
+        EXPECT_EQ(refused.error().path, "m.pt");
+        EXPECT_NE(refused.error().message.find("layer 'lstm' is an LSTM"), std::string::npos)
+            << refused.error().message;
+        // Kept float by an override, the LSTM is no obstacle.
+        dynamic.overrides["lstm"] = std::nullopt;
+        EXPECT_TRUE(exporting::checkExportableModel(g, dynamic, format).ok());
+    }
+    // GGUF holds llama-family language models only.
+    auto gguf = exporting::checkExportableModel(g, quant::parseScheme("gguf-q8_0").value(),
+                                                exporting::ExportFormat::Gguf, "m.pt");
+    ASSERT_FALSE(gguf.ok());
+    EXPECT_NE(gguf.error().message.find("llama-family models only"), std::string::npos);
 }
