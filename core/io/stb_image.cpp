@@ -36,10 +36,6 @@ std::string failureReason()
     return reason ? reason : "unknown error";
 }
 
-/// Checks what stb_image 2.27 (Debian's libstb, 2022) trusts in a JPEG: a Huffman table
-/// (DHT) whose 16 code counts add up to more than 256 makes it write past its 257-entry size
-/// and 256-entry value arrays (found by fuzz_image; stb 2.28 checks it). Walks every marker
-/// segment, entropy-coded data skipped; an empty string when nothing is wrong.
 /// Where a JPEG's SOI marker ends, or 0 when `b` is not a JPEG as stb sees one: fill bytes
 /// (0xFF) and then 0xD8 (its marker reader skips the fill).
 std::size_t jpegStart(const std::vector<std::uint8_t>& b)
@@ -50,11 +46,22 @@ std::size_t jpegStart(const std::vector<std::uint8_t>& b)
     return pos == 0 || pos >= b.size() || b[pos] != 0xD8 ? 0 : pos + 1;
 }
 
+/// Checks what stb_image 2.27 (Debian's libstb, 2022) trusts in a JPEG's Huffman tables:
+///  - a table (DHT) whose 16 code counts add up to more than 256 makes it write past its
+///    257-entry size and 256-entry value arrays (found by fuzz_image; stb 2.28 checks it);
+///  - a scan (SOS) that names a table no DHT defined makes it decode with uninitialised
+///    memory: its code-to-symbol offsets are garbage and index the value array out of bounds
+///    (found by fuzz_image: index -438). Baseline scans need both their DC and AC tables;
+///    progressive ones the DC table in a first DC scan, the AC table in an AC scan.
+/// Walks every marker segment, entropy-coded data skipped; an empty string when nothing is
+/// wrong.
 std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
 {
     std::size_t pos = jpegStart(b);
     if (pos == 0)
         return {};  // not a JPEG
+    bool defined[2][4] = {};  // [DC, AC][table id]
+    bool progressive = false;
     while (pos + 4 <= b.size()) {
         if (b[pos] != 0xFF) {  // entropy-coded data between markers
             ++pos;
@@ -83,7 +90,33 @@ std::string jpegHuffmanProblem(const std::vector<std::uint8_t>& b)
                 if (values > 256)
                     return "Huffman table of " + std::to_string(values) +
                            " codes (at most 256; corrupt JPEG)";
+                const unsigned tableClass = b[t] >> 4;
+                const unsigned id = b[t] & 15;
+                if (tableClass < 2 && id < 4)
+                    defined[tableClass][id] = true;  // others: stb refuses the table itself
                 t += 17 + values;
+            }
+        } else if (marker == 0xC2) {  // SOF2: progressive
+            progressive = true;
+        } else if (marker == 0xDA && pos + 5 <= b.size()) {  // SOS: which tables decode it
+            const std::size_t components = b[pos + 4];
+            const std::size_t spectral = pos + 5 + 2 * components;
+            if (spectral + 2 < b.size()) {
+                const unsigned ss = b[spectral];
+                const unsigned ah = b[spectral + 2] >> 4;
+                const bool needDc = !progressive || (ss == 0 && ah == 0);
+                const bool needAc = !progressive || ss > 0;
+                for (std::size_t i = 0; i < components; ++i) {
+                    const unsigned tables = b[pos + 6 + 2 * i];
+                    const unsigned dc = tables >> 4;
+                    const unsigned ac = tables & 15;
+                    if (needDc && dc < 4 && !defined[0][dc])
+                        return "scan uses DC Huffman table " + std::to_string(dc) +
+                               ", which no DHT segment defines (corrupt JPEG)";
+                    if (needAc && ac < 4 && !defined[1][ac])
+                        return "scan uses AC Huffman table " + std::to_string(ac) +
+                               ", which no DHT segment defines (corrupt JPEG)";
+                }
             }
         }
         pos += 2 + length;

@@ -601,6 +601,25 @@ TEST(ImageFolderRead, PngChunkLongerThanTheFileIsRefusedBeforeDecoding)
     EXPECT_TRUE(readImageFolder(ok.path()).ok());
 }
 
+TEST(ImageFolderRead, JpegScanWithAnUndefinedHuffmanTableIsRefused)
+{
+    SKIP_WITHOUT_IMAGE_DECODER();
+    // fuzz_image's finding: a scan names AC table 0, which no DHT defines; stb 2.27 decoded it
+    // with uninitialised tables and indexed its value array at -438.
+    TempDir dir;
+    fs::create_directories(dir.file("a"));
+    fs::copy_file(std::string(BITLENS_TEST_DATA) +
+                      "/../fuzz/findings/image-jpeg-undefined-huffman-table.jpg",
+                  dir.file("a/x.jpg"));
+    writeBytes(dir.file("b/good.png"), makePng(8, 8, 1, 0));
+    auto data = readImageFolder(dir.path());
+    ASSERT_FALSE(data.ok());
+    EXPECT_EQ(data.error().path, dir.file("a/x.jpg"));
+    EXPECT_NE(data.error().message.find("AC Huffman table 0, which no DHT segment defines"),
+              std::string::npos)
+        << data.error().message;
+}
+
 TEST(ImageFolderRead, FolderShapesThatCannotBeADataSet)
 {
     SKIP_WITHOUT_IMAGE_DECODER();
