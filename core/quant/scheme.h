@@ -62,8 +62,10 @@ struct QatOptions {
         Learned,  ///< scale learned by gradient descent, LSQ (learned; lsq=true sets it)
     };
     int epochs = 1;                  ///< passes over `samples` training samples (epochs=)
-    std::int64_t samples = 24000;    ///< training samples per epoch, drawn anew each epoch;
-                                     ///< 0 = all (samples=)
+    std::int64_t samples = 0;        ///< training samples per epoch, drawn anew each epoch;
+                                     ///< 0 = all (samples=; the default: one full epoch
+                                     ///< recovered 105 % of fashion-cnn's W4A8 gap on 5 seeds,
+                                     ///< 24k samples 83 %)
     std::int64_t batchSize = 64;     ///< (batch=)
     double lr = 3e-4;                ///< peak learning rate (lr=)
     Optimizer optimizer = Optimizer::Adam;  ///< (optimizer=adam|sgd)
