@@ -496,7 +496,7 @@ QString stagingPathFor(const QString& target, int number)
 {
     const QFileInfo info(target);
     const QString suffix = info.suffix().isEmpty() ? QString() : QLatin1Char('.') + info.suffix();
-    // One arg() call: a "%2" in the file's name must not be taken for a placeholder.
+    // One arg() call: a "%2" in the file's name must stay text, not become an argument marker.
     return info.dir().filePath(QStringLiteral(".%1.bitlens-export-%2-%3%4")
                                    .arg(info.completeBaseName(),
                                         QString::number(QCoreApplication::applicationPid()),
