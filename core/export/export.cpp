@@ -5,6 +5,7 @@
 #include "export/gguf_export.h"
 #include "export/onnx_qdq.h"
 #include "export/safetensors_export.h"
+#include "export/verify_runs.h"
 #include "io/safetensors.h"
 #include "export/report_json.h"
 #include "io/onnx.h"
@@ -266,23 +267,6 @@ public:
     }
 };
 
-/// max |a - b| over matching outputs; NaN on one side only counts as infinite.
-double maxAbsDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
-{
-    double worst = 0.0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const at::Tensor diff =
-            (a[i].to(at::kCPU, at::kFloat) - b[i].to(at::kCPU, at::kFloat)).abs();
-        const at::Tensor bothNan = at::logical_and(at::isnan(a[i].to(at::kCPU)),
-                                                   at::isnan(b[i].to(at::kCPU)));
-        const at::Tensor d =
-            at::where(bothNan, at::zeros_like(diff),
-                      at::nan_to_num(diff, std::numeric_limits<double>::infinity()));
-        if (d.numel() > 0)
-            worst = std::max(worst, d.max().item<double>());
-    }
-    return worst;
-}
 
 Result<void> checkOutputs(const std::string& path, const std::vector<at::Tensor>& app,
                           const std::vector<at::Tensor>& file)
@@ -377,27 +361,11 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
         appExec.addHook(quant::makeQuantHook(model));
         exec::Executor fileExec(fromFile.graph, exec::ExecOptions{options.device});
         fileExec.addHook(quant::makeQuantHook(fromFile));
-        const std::int64_t n = data.size();
-        for (std::int64_t start = 0; start < n; start += options.batchSize) {
-            if (cancel.cancelled())
-                return Error::cancelled();
-            const std::int64_t end = std::min(n, start + options.batchSize);
-            const at::Tensor x = data.inputs.slice(0, start, end);
-            auto a = appExec.run({x});
-            if (!a)
-                return a.error();
-            auto f = fileExec.run({x});
-            if (!f)
-                return Error{f.error().code, f.error().message, path, std::nullopt};
-            result.maxAbsDiff = std::max(result.maxAbsDiff, maxAbsDiff(*a, *f));
-            for (const auto& y : *a)
-                if (y.numel() > 0)
-                    result.outputAbsMax = std::max(
-                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
-            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
-        }
-        result.samples = n;
-        result.maxAbsDiffSameRounding = result.maxAbsDiff;
+        if (auto r = detail::compareRuns(appExec, fileExec, data, options.batchSize, path, result,
+                                         progress, cancel);
+            !r)
+            return r.error();
+        const std::int64_t n = result.samples;
         result.sameRoundingTolerance =
             options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
@@ -422,6 +390,58 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
 }
 
 } // namespace
+
+namespace detail {
+
+double maxAbsDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
+{
+    if (a.size() != b.size())
+        return std::numeric_limits<double>::infinity();
+    double worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const at::Tensor x = a[i].to(at::kCPU, at::kFloat);
+        const at::Tensor y = b[i].to(at::kCPU, at::kFloat);
+        if (x.sizes() != y.sizes())
+            return std::numeric_limits<double>::infinity();
+        const at::Tensor bothNan = at::logical_and(at::isnan(x), at::isnan(y));
+        const at::Tensor d = at::where(bothNan, at::zeros_like(x),
+                                       at::nan_to_num((x - y).abs(),
+                                                      std::numeric_limits<double>::infinity()));
+        if (d.numel() > 0)
+            worst = std::max(worst, d.max().item<double>());
+    }
+    return worst;
+}
+
+Result<void> compareRuns(exec::Executor& app, exec::Executor& file, const io::Dataset& data,
+                         std::int64_t batch, const std::string& path, VerifyResult& result,
+                         Progress& progress, const CancelToken& cancel)
+{
+    const std::int64_t n = data.size();
+    for (std::int64_t start = 0; start < n; start += batch) {
+        if (cancel.cancelled())
+            return Error::cancelled();
+        const std::int64_t end = std::min(n, start + batch);
+        const at::Tensor x = data.inputs.slice(0, start, end);
+        auto a = app.run({x});
+        if (!a)
+            return a.error();
+        auto f = file.run({x});
+        if (!f)
+            return Error{f.error().code, f.error().message, path, std::nullopt};
+        result.maxAbsDiff = std::max(result.maxAbsDiff, detail::maxAbsDiff(*a, *f));
+        for (const auto& y : *a)
+            if (y.numel() > 0)
+                result.outputAbsMax = std::max(result.outputAbsMax,
+                                               at::nan_to_num(y.abs()).max().item<double>());
+        progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
+    }
+    result.samples = n;
+    result.maxAbsDiffSameRounding = result.maxAbsDiff;
+    return {};
+}
+
+} // namespace detail
 
 Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                                   const quant::QuantizedModel& model, const io::Dataset& data,
@@ -501,9 +521,9 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                 return inFile(e.error());
             if (auto r = checkOutputs(path, *a, *f); !r)
                 return r.error();
-            result.maxAbsDiff = std::max(result.maxAbsDiff, maxAbsDiff(*a, *f));
+            result.maxAbsDiff = std::max(result.maxAbsDiff, detail::maxAbsDiff(*a, *f));
             result.maxAbsDiffSameRounding =
-                std::max(result.maxAbsDiffSameRounding, maxAbsDiff(*a, *e));
+                std::max(result.maxAbsDiffSameRounding, detail::maxAbsDiff(*a, *e));
             for (const auto& y : *a)
                 if (y.numel() > 0)
                     result.outputAbsMax = std::max(

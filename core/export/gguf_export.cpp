@@ -1,6 +1,7 @@
 #include "export/gguf_export.h"
 
 #include "exec/executor.h"
+#include "export/verify_runs.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
 #include "model/model.h"
@@ -409,26 +410,6 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
 
 namespace {
 
-/// max |a - b| over matching outputs; NaN on one side only counts as infinite.
-double maxDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
-{
-    double worst = 0.0;
-    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-        const at::Tensor x = a[i].to(at::kCPU, at::kFloat);
-        const at::Tensor y = b[i].to(at::kCPU, at::kFloat);
-        if (x.sizes() != y.sizes())
-            return std::numeric_limits<double>::infinity();
-        const at::Tensor bothNan = at::logical_and(at::isnan(x), at::isnan(y));
-        const at::Tensor d = at::where(bothNan, at::zeros_like(x),
-                                       at::nan_to_num((x - y).abs(),
-                                                      std::numeric_limits<double>::infinity()));
-        if (d.numel() > 0)
-            worst = std::max(worst, d.max().item<double>());
-    }
-    if (a.size() != b.size())
-        return std::numeric_limits<double>::infinity();
-    return worst;
-}
 
 } // namespace
 
@@ -483,27 +464,11 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
         // Language-model logits are [batch, sequence, vocab]: small batches keep them in memory.
         const std::int64_t batch = std::max<std::int64_t>(
             1, std::min<std::int64_t>(options.batchSize, data.inputs.dim() >= 2 ? 4 : 256));
-        const std::int64_t n = data.size();
-        for (std::int64_t start = 0; start < n; start += batch) {
-            if (cancel.cancelled())
-                return Error::cancelled();
-            const std::int64_t end = std::min(n, start + batch);
-            const at::Tensor x = data.inputs.slice(0, start, end);
-            auto a = appExec.run({x});
-            if (!a)
-                return a.error();
-            auto f = fileExec.run({x});
-            if (!f)
-                return Error{f.error().code, f.error().message, path, std::nullopt};
-            result.maxAbsDiff = std::max(result.maxAbsDiff, maxDiff(*a, *f));
-            for (const auto& y : *a)
-                if (y.numel() > 0)
-                    result.outputAbsMax = std::max(
-                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
-            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
-        }
-        result.samples = n;
-        result.maxAbsDiffSameRounding = result.maxAbsDiff;
+        if (auto r = detail::compareRuns(appExec, fileExec, data, batch, path, result, progress,
+                                         cancel);
+            !r)
+            return r.error();
+        const std::int64_t n = result.samples;
         result.sameRoundingTolerance =
             options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
