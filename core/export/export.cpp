@@ -68,18 +68,20 @@ std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
     return std::nullopt;
 }
 
-Result<void> checkSafetensorsExportable(const quant::Scheme& scheme)
+/// Unsupported naming the scheme and the format when `limitation` refuses its global
+/// configuration or one of its layer overrides.
+Result<void> checkSchemeFits(const quant::Scheme& scheme, const std::string& formatLabel,
+                             std::optional<std::string> (*limitation)(const quant::LayerConfig&))
 {
     const std::string name = scheme.spec.empty() ? scheme.preset : scheme.spec;
-    if (auto why = safetensorsLimitation(scheme.config))
-        return Error::unsupported({}, "scheme " + name + " cannot be exported to safetensors: " +
-                                          *why);
+    const std::string prefix = "scheme " + name + " cannot be exported to " + formatLabel + ": ";
+    if (auto why = limitation(scheme.config))
+        return Error::unsupported({}, prefix + *why);
     for (const auto& [layer, config] : scheme.overrides)
         if (config)
-            if (auto why = safetensorsLimitation(*config))
-                return Error::unsupported({}, "scheme " + name +
-                                                  " cannot be exported to safetensors: "
-                                                  "override of layer '" + layer + "': " + *why);
+            if (auto why = limitation(*config))
+                return Error::unsupported({}, prefix + "override of layer '" + layer + "': " +
+                                                  *why);
     return {};
 }
 
@@ -129,9 +131,10 @@ Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
                                           " quantizes with ggml block types, which only "
                                           "--format gguf holds");
     switch (format) {
-    case ExportFormat::Onnx: return checkOnnxExportable(scheme);
-    case ExportFormat::Safetensors: return checkSafetensorsExportable(scheme);
-    case ExportFormat::Gguf: return checkGgufExportable(scheme);
+    case ExportFormat::Onnx: return checkSchemeFits(scheme, "ONNX", onnxQdqLimitation);
+    case ExportFormat::Safetensors:
+        return checkSchemeFits(scheme, "safetensors", safetensorsLimitation);
+    case ExportFormat::Gguf: return checkSchemeFits(scheme, "gguf", ggufLimitation);
     }
     return notYet(format);
 }
@@ -195,7 +198,7 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
         return result;
     }
     if (format == ExportFormat::Safetensors) {
-        if (auto r = checkSafetensorsExportable(model.scheme); !r) {
+        if (auto r = checkExportable(model.scheme, format); !r) {
             Error e = r.error();
             e.path = path;
             return e;

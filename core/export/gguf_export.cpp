@@ -32,15 +32,6 @@ std::string fmt(double value)
     return buf;
 }
 
-/// Why a layer configuration has no GGUF form, or nullopt when it has one.
-std::optional<std::string> ggufLimitation(const quant::LayerConfig& c)
-{
-    if (c.keepFloat || c.ggmlType)
-        return std::nullopt;
-    return "GGUF holds ggml block types only; quantize with a gguf-* preset (gguf-f16, "
-           "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q4_k, gguf-q6_k), whose error is the file's "
-           "(layers may be overridden to float)";
-}
 
 /// LLAMA_FTYPE of a file whose projections are mostly `type`.
 std::uint32_t fileType(const std::optional<GgmlType>& type)
@@ -213,25 +204,21 @@ struct Planned {
 
 } // namespace
 
-Result<void> checkGgufExportable(const quant::Scheme& scheme)
+std::optional<std::string> ggufLimitation(const quant::LayerConfig& c)
 {
-    const std::string name = scheme.spec.empty() ? scheme.preset : scheme.spec;
-    if (auto why = ggufLimitation(scheme.config))
-        return Error::unsupported({}, "scheme " + name + " cannot be exported to gguf: " + *why);
-    for (const auto& [layer, config] : scheme.overrides)
-        if (config)
-            if (auto why = ggufLimitation(*config))
-                return Error::unsupported({}, "scheme " + name +
-                                                  " cannot be exported to gguf: override of "
-                                                  "layer '" + layer + "': " + *why);
-    return {};
+    if (c.keepFloat || c.ggmlType)
+        return std::nullopt;
+    return "GGUF holds ggml block types only; quantize with a gguf-* preset (gguf-f16, "
+           "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q4_k, gguf-q6_k), whose error is the file's "
+           "(layers may be overridden to float)";
 }
+
 
 Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::string& path,
                               const ExportSource& source, Progress& progress,
                               const CancelToken& cancel)
 {
-    if (auto r = checkGgufExportable(model.scheme); !r) {
+    if (auto r = checkExportable(model.scheme, ExportFormat::Gguf); !r) {
         Error e = r.error();
         e.path = path;
         return e;

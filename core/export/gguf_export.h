@@ -21,9 +21,9 @@
 
 namespace bitlens::exporting {
 
-/// Unsupported, naming the gguf-* presets, unless every layer of `scheme` is a gguf-* type
-/// or float.
-Result<void> checkGgufExportable(const quant::Scheme& scheme);
+/// Why a GGUF file cannot hold layers quantized with `config` (naming the gguf-* presets), or
+/// nothing when it can (a gguf-* type or float).
+std::optional<std::string> ggufLimitation(const quant::LayerConfig& config);
 
 /// What writeGguf wrote.
 struct GgufSummary {

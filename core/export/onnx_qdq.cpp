@@ -388,21 +388,6 @@ std::optional<std::string> onnxQdqLimitation(const LayerConfig& c)
     return std::nullopt;
 }
 
-Result<void> checkOnnxExportable(const quant::Scheme& scheme)
-{
-    const std::string name = scheme.spec.empty() ? scheme.preset : scheme.spec;
-    if (auto why = onnxQdqLimitation(scheme.config))
-        return Error::unsupported({}, "scheme " + name + " cannot be exported to ONNX: " + *why);
-    for (const auto& [layer, config] : scheme.overrides) {
-        if (!config)
-            continue;
-        if (auto why = onnxQdqLimitation(*config))
-            return Error::unsupported({}, "scheme " + name + " cannot be exported to ONNX: "
-                                          "override of layer '" + layer + "': " + *why);
-    }
-    return {};
-}
-
 Result<ir::Graph> buildQdqGraph(const quant::QuantizedModel& model, Progress& progress,
                                 const CancelToken& cancel)
 {

@@ -27,9 +27,6 @@ namespace bitlens::exporting {
 /// Why one layer configuration cannot be written as ONNX QDQ, or nullopt when it can.
 std::optional<std::string> onnxQdqLimitation(const quant::LayerConfig& config);
 
-/// Checks every configuration a scheme uses (its own and its overrides) before any work is
-/// done: Unsupported naming the scheme, the reason and the formats that can hold it.
-Result<void> checkOnnxExportable(const quant::Scheme& scheme);
 
 /// The QDQ graph of `model` (what exportModel writes). Float layers stay float; the metadata
 /// records the scheme ("bitlens.scheme") and the BitLens version.
