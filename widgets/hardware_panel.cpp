@@ -1,9 +1,10 @@
 #include "hardware_panel.h"
 
 #include "exec/device.h"
+#include "kernels/cpu_features.h"
 #include "kernels/fake_quant.h"
+#include "kernels/lowbit.h"
 
-#include <QFile>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -29,7 +30,7 @@ namespace {
 QString flagMeaning(const QString& flag)
 {
     if (flag == QLatin1String("avx2"))
-        return QObject::tr("256-bit SIMD: float32 kernels, int8 via multiply-add emulation");
+        return QObject::tr("256-bit SIMD: float32 kernels, int8 via 16-bit multiply-add");
     if (flag == QLatin1String("avx512f"))
         return QObject::tr("512-bit SIMD foundation");
     if (flag == QLatin1String("avx512_vnni"))
@@ -46,6 +47,8 @@ QString flagMeaning(const QString& flag)
         return QObject::tr("AMX int8 tile matmul");
     if (flag == QLatin1String("amx_bf16"))
         return QObject::tr("AMX bf16 tile matmul");
+    if (flag == QLatin1String("fma"))
+        return QObject::tr("fused multiply-add: the AVX2 float kernels need it");
     if (flag == QLatin1String("f16c"))
         return QObject::tr("fp16 <-> float32 conversion only");
     return {};
@@ -153,29 +156,10 @@ std::vector<MatmulRate> measureMatmulRates(int size)
 
 QStringList HardwarePanel::knownFlags()
 {
-    return {QStringLiteral("avx2"),        QStringLiteral("avx512f"),
-            QStringLiteral("avx512_vnni"), QStringLiteral("avx_vnni"),
-            QStringLiteral("avx512_bf16"), QStringLiteral("avx512_fp16"),
-            QStringLiteral("amx_tile"),    QStringLiteral("amx_int8"),
-            QStringLiteral("amx_bf16"),    QStringLiteral("f16c")};
-}
-
-QStringList HardwarePanel::parseCpuFlags(const QString& cpuinfoText)
-{
-    const QStringList lines = cpuinfoText.split(QLatin1Char('\n'));
-    for (const QString& line : lines) {
-        const int colon = line.indexOf(QLatin1Char(':'));
-        if (colon < 0 || line.left(colon).trimmed() != QLatin1String("flags"))
-            continue;
-        const QStringList present = line.mid(colon + 1).split(QLatin1Char(' '),
-                                                               Qt::SkipEmptyParts);
-        QStringList found;
-        for (const QString& flag : knownFlags())
-            if (present.contains(flag))
-                found.push_back(flag);
-        return found;
-    }
-    return {};
+    QStringList names;
+    for (const kernels::CpuFlag& flag : kernels::cpuFlags())
+        names.push_back(QString::fromLatin1(flag.name));
+    return names;
 }
 
 int HardwarePanel::parseSmVersion(const QString& deviceName)
@@ -187,18 +171,12 @@ int HardwarePanel::parseSmVersion(const QString& deviceName)
 
 HardwarePanel::HardwarePanel(QWidget* parent) : QWidget(parent)
 {
-    QString cpuinfo;
-    QString modelName = tr("unknown CPU");
-    QFile file(QStringLiteral("/proc/cpuinfo"));
-    if (file.open(QIODevice::ReadOnly | QIODevice::Text)) {
-        cpuinfo = QString::fromUtf8(file.readAll());
-        static const QRegularExpression model(QStringLiteral("^model name\\s*:\\s*(.+)$"),
-                                              QRegularExpression::MultilineOption);
-        const QRegularExpressionMatch match = model.match(cpuinfo);
-        if (match.hasMatch())
-            modelName = match.captured(1).trimmed();
-    }
-    m_flags = parseCpuFlags(cpuinfo);
+    QString modelName = QString::fromStdString(kernels::cpuModelName());
+    if (modelName.isEmpty())
+        modelName = tr("unknown CPU");
+    for (const kernels::CpuFlag& flag : kernels::cpuFlags())
+        if (flag.present)
+            m_flags.push_back(QString::fromLatin1(flag.name));
 
     if (exec::cudaAvailable()) {
         const QString name = QString::fromStdString(kernels::cudaDeviceName());
@@ -211,9 +189,21 @@ HardwarePanel::HardwarePanel(QWidget* parent) : QWidget(parent)
     }
 
     auto* layout = new QVBoxLayout(this);
-    auto* cpuLabel = new QLabel(tr("<b>CPU:</b> %1 &nbsp; (flags from /proc/cpuinfo)")
+    auto* cpuLabel = new QLabel(tr("<b>CPU:</b> %1 &nbsp; (flags from cpuid, as the kernels see "
+                                   "them)")
                                     .arg(modelName.toHtmlEscaped()));
     layout->addWidget(cpuLabel);
+    const QString isaNote = QString::fromStdString(kernels::isaOverrideNote());
+    m_isaLabel = new QLabel(
+        tr("<b>Own kernels:</b> ISA level %1 of %2 (int8 GEMM: %3; 4-bit GEMV: %4)%5")
+            .arg(QString::fromLatin1(kernels::isaName(kernels::isaLevel())),
+                 QString::fromLatin1(kernels::isaName(kernels::hardwareIsaLevel())),
+                 QString::fromLatin1(kernels::int8GemmKernel().name),
+                 QString::fromLatin1(kernels::nibble4GemmKernel().name),
+                 isaNote.isEmpty() ? QString() : QStringLiteral(" — ") + isaNote.toHtmlEscaped()));
+    m_isaLabel->setToolTip(tr("Set BITLENS_ISA=scalar|avx2|avx-vnni|avx512 before starting "
+                              "BitLens to compare the kernel levels this CPU has."));
+    layout->addWidget(m_isaLabel);
     m_flagTable = makeTable({tr("Flag"), tr("Present"), tr("What it gives")});
     for (const QString& flag : knownFlags())
         addRow(m_flagTable, {flag, yesNo(m_flags.contains(flag)), flagMeaning(flag)});
@@ -246,15 +236,21 @@ HardwarePanel::~HardwarePanel() = default;
 void HardwarePanel::fillFormats()
 {
     const auto has = [this](const char* flag) { return m_flags.contains(QLatin1String(flag)); };
-    const bool vnni = has("avx512_vnni") || has("avx_vnni");
+    const kernels::CpuFeatures f = kernels::cpuFeatures();
+    const bool vnni = f.avx512Vnni || f.avxVnni;
     const bool amxInt8 = has("amx_int8");
-    QString int8Note = tr("int8 GEMM: at::_int_mm via oneDNN");
+    const kernels::KernelRow int8Row = kernels::int8GemmKernel();
+    QString int8Note = int8Row.isReference()
+                           ? tr("int8 GEMM: at::_int_mm (no own kernel at ISA level %1)")
+                                 .arg(QString::fromLatin1(kernels::isaName(kernels::isaLevel())))
+                           : tr("int8 GEMM: bitlens %1 kernel")
+                                 .arg(QString::fromLatin1(int8Row.name));
     if (amxInt8)
-        int8Note += tr("; AMX-INT8 present");
+        int8Note += tr("; AMX-INT8 present (not used by BitLens)");
     if (vnni)
         int8Note += tr("; VNNI present");
     if (!amxInt8 && !vnni)
-        int8Note += tr("; no VNNI: multiply-add emulation, expect little gain over float32");
+        int8Note += tr("; no VNNI: 16-bit multiply-add, about 2x float32 at best");
     addRow(m_formats, {tr("CPU"), tr("int8 dot product"), yesNo(vnni || amxInt8), int8Note});
     const bool bf16 = has("avx512_bf16") || has("amx_bf16");
     addRow(m_formats, {tr("CPU"), tr("bf16"), yesNo(bf16),

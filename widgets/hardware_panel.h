@@ -34,14 +34,12 @@ class HardwarePanel : public QWidget {
     Q_OBJECT
 
 public:
-    /// The flags the panel reports, in display order.
+    /// The flags the panel reports, in display order (kernels::cpuFlags(), Linux's names).
     static QStringList knownFlags();
-    /// The known flags present in the first "flags" line of `cpuinfoText` (/proc/cpuinfo).
-    static QStringList parseCpuFlags(const QString& cpuinfoText);
     /// sm version (e.g. 90) from kernels::cudaDeviceName() text "... sm_90)", or 0.
     static int parseSmVersion(const QString& deviceName);
 
-    /// Reads /proc/cpuinfo and the CUDA device and fills the tables.
+    /// Reads the CPU features (cpuid, through core) and the CUDA device and fills the tables.
     explicit HardwarePanel(QWidget* parent = nullptr);
     ~HardwarePanel() override;
 
@@ -51,6 +49,8 @@ public:
     QString cudaText() const { return m_cudaText; }
     /// The table of formats (rows: int8, bf16, fp16, fp8, fp4; then GPU rows).
     QTableWidget* formatTable() const { return m_formats; }
+    /// The line naming the ISA level the own kernels run at, and their rows.
+    QLabel* isaLabel() const { return m_isaLabel; }
     /// The table of flags (flag, present, meaning).
     QTableWidget* flagTable() const { return m_flagTable; }
     /// Rates of the last measurement (empty before one finished).
@@ -77,6 +77,7 @@ private:
     QTableWidget* m_formats = nullptr;
     QTableWidget* m_rateTable = nullptr;
     QLabel* m_gpuLabel = nullptr;
+    QLabel* m_isaLabel = nullptr;
     QPushButton* m_measureButton = nullptr;
     std::vector<MatmulRate> m_rates;
     bool m_measuring = false;

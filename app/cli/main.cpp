@@ -861,24 +861,17 @@ int cmdBench(const Args& args)
     auto t = analysis::measureThroughput(*prepared, x, options);
     if (!t)
         return fail(t.error());
-    json kernels = json::object();
-    for (const auto& [layer, kernel] : t->kernels)
-        kernels[layer] = kernel;
-    json layerMs = json::object();
-    for (const auto& [layer, ms] : t->layerMs)
-        layerMs[layer] = {{"float", ms.first}, {"quantized", ms.second}};
-    const json j = {{"device", t->device},
-                    {"batch", t->batch},
-                    {"float_samples_per_s", t->floatSamplesPerS},
-                    {"quantized_samples_per_s", t->quantizedSamplesPerS},
-                    {"kernels", kernels},
-                    {"layers_ms", layerMs}};
+    const json j = exporting::throughputToJson(*t);
     if (args.has("--json")) {
         std::cout << j.dump(2) << "\n";
         return 0;
     }
     std::printf("%s on %s, batch %lld\n", spec.c_str(), t->device.c_str(),
                 static_cast<long long>(t->batch));
+    if (!t->isa.empty())
+        std::printf("cpu %s, own kernels at ISA level %s%s%s\n",
+                    t->cpu.empty() ? "(unknown)" : t->cpu.c_str(), t->isa.c_str(),
+                    t->isaNote.empty() ? "" : "; ", t->isaNote.c_str());
     std::printf("float      %10.0f samples/s\nquantized  %10.0f samples/s  (%.2fx float)\n",
                 t->floatSamplesPerS, t->quantizedSamplesPerS,
                 t->quantizedSamplesPerS / t->floatSamplesPerS);

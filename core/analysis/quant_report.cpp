@@ -1,5 +1,7 @@
 #include "analysis/quant_report.h"
 
+#include "kernels/cpu_features.h"
+
 #include "analysis/lm_metrics.h"
 
 #include "exec/device.h"
@@ -99,6 +101,11 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         }
         Throughput t;
         t.device = deviceName(options.device);
+        t.cpu = kernels::cpuModelName();
+        if (!options.device.is_cuda()) {
+            t.isa = kernels::isaName(kernels::isaLevel());
+            t.isaNote = kernels::isaOverrideNote();
+        }
         t.batch = x.size(0);
         t.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
         t.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;

@@ -62,6 +62,9 @@ struct LayerReport {
 /// Throughput of float vs quantized, measured side by side in one process.
 struct Throughput {
     std::string device;
+    std::string isa;      ///< ISA level of the own CPU kernels (kernels::isaName), "" on CUDA
+    std::string isaNote;  ///< what BITLENS_ISA set, if anything (kernels::isaOverrideNote)
+    std::string cpu;      ///< the CPU's model name (cpuid)
     std::int64_t batch = 0;
     double floatSamplesPerS = 0.0;
     double quantizedSamplesPerS = 0.0;

@@ -111,12 +111,6 @@ json reportToJson(const analysis::QuantReport& r)
         }
         layers.push_back(std::move(row));
     }
-    json kernels = json::object();
-    for (const auto& [layer, kernel] : r.throughput.kernels)
-        kernels[layer] = kernel;
-    json layerMs = json::object();
-    for (const auto& [layer, ms] : r.throughput.layerMs)
-        layerMs[layer] = {{"float", ms.first}, {"quantized", ms.second}};
     const std::string metricName = r.metricFloat     ? r.metricFloat->name
                                    : r.metricQuantized ? r.metricQuantized->name
                                                        : "top1";
@@ -133,13 +127,7 @@ json reportToJson(const analysis::QuantReport& r)
               {"samples", r.metricQuantized ? json(r.metricQuantized->samples) : json(nullptr)}}},
             {"size_bytes", {{"float", r.sizeFloat}, {"quantized", r.sizeQuantized}}},
             {"layers", layers},
-            {"throughput",
-             {{"device", r.throughput.device},
-              {"batch", r.throughput.batch},
-              {"float_samples_per_s", r.throughput.floatSamplesPerS},
-              {"quantized_samples_per_s", r.throughput.quantizedSamplesPerS},
-              {"kernels", kernels},
-              {"layers_ms", layerMs}}},
+            {"throughput", throughputToJson(r.throughput)},
             {"folded_batchnorms", r.foldedBatchNorms},
             {"calib_samples", r.calibSamples},
             {"reused_layers", r.reusedLayers},
@@ -147,6 +135,27 @@ json reportToJson(const analysis::QuantReport& r)
             {"seconds", r.seconds}};
     if (r.qat)
         j["qat"] = qatJson(*r.qat);
+    return j;
+}
+
+json throughputToJson(const analysis::Throughput& t)
+{
+    json kernels = json::object();
+    for (const auto& [layer, kernel] : t.kernels)
+        kernels[layer] = kernel;
+    json layerMs = json::object();
+    for (const auto& [layer, ms] : t.layerMs)
+        layerMs[layer] = {{"float", ms.first}, {"quantized", ms.second}};
+    json j = {{"device", t.device},
+              {"isa", t.isa},
+              {"cpu", t.cpu},
+              {"batch", t.batch},
+              {"float_samples_per_s", t.floatSamplesPerS},
+              {"quantized_samples_per_s", t.quantizedSamplesPerS},
+              {"kernels", kernels},
+              {"layers_ms", layerMs}};
+    if (!t.isaNote.empty())
+        j["isa_note"] = t.isaNote;
     return j;
 }
 

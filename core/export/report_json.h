@@ -13,6 +13,10 @@ namespace bitlens::exporting {
 /// exact match) is written as null.
 nlohmann::json reportToJson(const analysis::QuantReport& report);
 /// A sensitivity sweep as JSON: {"metric_float", "layers": [{"layer","metric","drop","sqnr_db"}]}.
+/// The "throughput" object of report.json and of `bench --json`: device, ISA level and CPU the
+/// figures were measured on, samples per second, the kernel per layer, milliseconds per layer.
+nlohmann::json throughputToJson(const analysis::Throughput& throughput);
+
 nlohmann::json sensitivityToJson(const analysis::MetricValue& floatMetric,
                                  const std::vector<analysis::SensitivityRow>& rows);
 /// A finite number, or null for inf / NaN (JSON has neither).

@@ -32,6 +32,8 @@
 //    example: element 37 = 5 + 16 * 2 sits in word 5, bits 8..11, i.e. byte 5 * 4 + 1 = 21 of
 //    the chunk, low nibble.
 
+#include "kernels/cpu_features.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -41,16 +43,6 @@
 #include <string>
 
 namespace bitlens::kernels {
-
-/// What the CPU we run on offers (from cpuid, via the compiler's builtins).
-struct CpuFeatures {
-    bool avx512 = false;      ///< AVX-512 F + BW + VL (the 4-bit kernels)
-    bool avx512Vnni = false;  ///< vpdpbusd (the int8 GEMM)
-    bool avx512Bf16 = false;  ///< vdpbf16ps
-    bool amx = false;         ///< AMX tiles (reported only; no AMX kernels here)
-};
-/// Features of this machine (computed once).
-const CpuFeatures& cpuFeatures();
 
 /// A 64-byte aligned array of trivially copyable T, zero-initialised.
 template <typename T>
@@ -259,6 +251,39 @@ void nibble4GemvVnni(const float* x, std::int64_t m, std::int64_t ldx,
 /// Scalar twin: the same float operations in the same order (equal bit for bit).
 void nibble4GemvVnniRef(const float* x, std::int64_t m, std::int64_t ldx,
                         const Nibble4VnniPackedWeight& w, float* y);
+
+// --- dispatch: the fastest kernel the ISA level in force allows ---------------------------------
+//
+// Each operation has rows, one per ISA level that has a kernel for it, and the scalar `_ref`
+// twin as the last row. The functions below run the highest row the level in force
+// (kernels/cpu_features.h, BITLENS_ISA) allows; the *Kernel() functions say which one that is,
+// so the engine and the reports can name it.
+
+/// The implementation of an operation that runs at the ISA level in force.
+struct KernelRow {
+    IsaLevel level = IsaLevel::Scalar;  ///< the lowest level the row needs
+    const char* name = "scalar";        ///< e.g. "avx512-vnni", "avx2", "scalar"
+    /// True for the scalar reference: exact, but too slow to beat LibTorch's float kernels.
+    bool isReference() const { return level == IsaLevel::Scalar; }
+};
+
+/// The int8 GEMM's row now: "avx512-vnni" or "scalar".
+KernelRow int8GemmKernel();
+/// int8GemmVnni or whichever row int8GemmKernel() names (the same integers, exactly).
+void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
+/// int8GemmVnniF32 or whichever row int8GemmKernel() names.
+void int8GemmF32(const Int8Activations& x, const Int8PackedWeight& w,
+                 const Int8Epilogue& epilogue, float* y);
+/// The float-activation 4-bit GEMM's row now: "avx512" or "scalar".
+KernelRow nibble4GemmKernel();
+/// nibble4GemmAvx512 or whichever row nibble4GemmKernel() names.
+void nibble4Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Nibble4PackedWeight& w,
+                 float* y);
+/// The int8-activation 4-bit GEMV's row now: "avx512-vnni" or "scalar".
+KernelRow nibble4GemvQ8Kernel();
+/// nibble4GemvVnni or whichever row nibble4GemvQ8Kernel() names (equal bit for bit).
+void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
+                   const Nibble4VnniPackedWeight& w, float* y);
 
 /// bitsandbytes' NF4 code values (code 7 is 0).
 const float* nf4Table();

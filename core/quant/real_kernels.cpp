@@ -30,7 +30,12 @@ struct KernelPlan {
 };
 
 /// The name of BitLens's own int8 GEMM (the LLM.int8() suffix is added to it as to _int_mm's).
-const std::string kOwnInt8Name = "bitlens avx512-vnni int8 gemm (u8 x s8 -> s32, fused dequant)";
+/// The own int8 GEMM's name with the ISA row that runs it (kernels::int8GemmKernel()).
+std::string ownInt8Name()
+{
+    return std::string("bitlens ") + kernels::int8GemmKernel().name +
+           " int8 gemm (u8 x s8 -> s32, fused dequant)";
+}
 
 /// The int32 accumulator of a K-term int8 dot product cannot overflow up to this K: every term
 /// is at most 255 * 128 in magnitude once the zero point is folded in (see int8Accumulate), and
@@ -158,8 +163,9 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
         plan.outliers = c.actMode == ActMode::Dynamic && c.outlierThreshold > 0.0;
         // Measured (bench/RESULTS.md): on every benchmarked shape the VNNI GEMM with its fused
         // epilogue beats _int_mm plus the separate scaling, so it runs wherever the CPU has it.
-        plan.own = own && kernels::cpuFeatures().avx512Vnni;
-        plan.name = plan.own ? kOwnInt8Name : "at::_int_mm (int8 x int8 -> int32)";
+        // The scalar reference row is exact but far slower than _int_mm: never chosen for speed.
+        plan.own = own && !kernels::int8GemmKernel().isReference();
+        plan.name = plan.own ? ownInt8Name() : "at::_int_mm (int8 x int8 -> int32)";
         if (plan.outliers)
             plan.name += " + float32 GEMM of the fp16 outlier columns (LLM.int8)";
         return plan;
@@ -179,7 +185,7 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
 
     if (c.actMode != ActMode::Float)
         return std::nullopt;
-    if (own && kernels::cpuFeatures().avx512 && isNibble4Type(wt)) {
+    if (own && !kernels::nibble4GemmKernel().isReference() && isNibble4Type(wt)) {
         if (const auto group = nibble4Group(wg)) {
             plan.kind = KernelKind::Nibble4WeightOnly;
             plan.kernelGroup = *group;
@@ -190,15 +196,17 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
             // Per-channel scales make one group of the whole (padded) row.
             const std::int64_t vnniGroup =
                 *group ? *group : roundUp(k, kernels::kNibbleVnniKMultiple);
-            plan.vnni = isInt4Codes(wt) && kernels::cpuFeatures().avx512Vnni &&
+            plan.vnni = isInt4Codes(wt) && !kernels::nibble4GemvQ8Kernel().isReference() &&
                         vnniGroup <= kernels::kNibbleVnniMaxGroup;
             if (plan.vnni) {
-                plan.name = "bitlens avx512-vnni " + type + " gemv " +
+                plan.name = std::string("bitlens ") + kernels::nibble4GemvQ8Kernel().name + " " +
+                            type + " gemv " +
                             (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +
                             " (float32 -> int8 per group x " + type + " -> float32)";
                 return plan;
             }
-            plan.name = "bitlens avx512 " + type + " gemv " +
+            plan.name = std::string("bitlens ") + kernels::nibble4GemmKernel().name + " " + type +
+                        " gemv " +
                         (*group ? "g" + std::to_string(*group) : std::string("per-channel")) +
                         " (float32 x " + type + " -> float32)";
             return plan;
@@ -531,7 +539,7 @@ at::Tensor ownInt8(const at::Tensor& rows, const QParams& qp, const Prepared& p,
     const kernels::Int8Epilogue epilogue{scale.data_ptr<float>(), perRow,
                                          p.scale.data_ptr<float>(),
                                          bias.defined() ? bias.data_ptr<float>() : nullptr};
-    kernels::int8GemmVnniF32({u.data_ptr<std::uint8_t>(), m, w.kPadded,
+    kernels::int8GemmF32({u.data_ptr<std::uint8_t>(), m, w.kPadded,
                               zx.data_ptr<std::int32_t>(), perRow},
                              w, epilogue, y.data_ptr<float>());
     return y;
@@ -605,13 +613,13 @@ at::Tensor runNibble4(const Prepared& p, const at::Tensor& x2d)
     if (p.nibble4Vnni) {
         const at::Tensor x = x2d.to(at::kFloat).contiguous();
         at::Tensor y = at::empty({x.size(0), p.n});
-        kernels::nibble4GemvVnni(x.data_ptr<float>(), x.size(0), p.k, *p.nibble4Vnni,
+        kernels::nibble4GemvQ8(x.data_ptr<float>(), x.size(0), p.k, *p.nibble4Vnni,
                                  y.data_ptr<float>());
         return y;
     }
     const at::Tensor x = padTo(x2d, x2d.size(0), p.kPadded).to(at::kFloat).contiguous();
     at::Tensor y = at::empty({x.size(0), p.n});
-    kernels::nibble4GemmAvx512(x.data_ptr<float>(), x.size(0), p.kPadded, *p.nibble4,
+    kernels::nibble4Gemm(x.data_ptr<float>(), x.size(0), p.kPadded, *p.nibble4,
                                y.data_ptr<float>());
     return y;
 }

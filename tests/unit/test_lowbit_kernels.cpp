@@ -1,9 +1,11 @@
-// The AVX-512 low-bit kernels against their scalar `_ref` twins (kernels/lowbit.h), over sizes
+// The low-bit kernels against their scalar `_ref` twins (kernels/lowbit.h), at every ISA level
+// this CPU supports (each dispatching entry point runs the row of that level), over sizes
 // that straddle the vector widths (16 int32 / float lanes, 4-byte VNNI groups, 6-row tiles,
 // 64-channel panels, 32-element nibble chunks). int8: exact; float: tight tolerance. The twins
 // themselves are checked against LibTorch (an int64 matmul, a float64 matmul of the dequantized
 // weights) and against quant::quantize().
 
+#include "isa_levels.h"
 #include "kernels/lowbit.h"
 #include "quant/quant_type.h"
 
@@ -17,6 +19,7 @@
 
 using namespace bitlens;
 using namespace bitlens::kernels;
+using bitlens::testing::AtIsaLevel;
 
 namespace {
 
@@ -62,10 +65,12 @@ TEST(Int8GemmRef, MatchesAnInt64MatmulOverEverySizeMix)
     }
 }
 
-TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
+class Int8GemmAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(Int8GemmAtIsa);
+
+TEST_P(Int8GemmAtIsa, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
 {
-    if (!cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    SCOPED_TRACE(std::string("int8 GEMM row ") + int8GemmKernel().name);
     std::mt19937 rng(7);
     std::uint64_t seed = 100;
     for (std::int64_t m : kSizes) {
@@ -82,7 +87,7 @@ TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
                                         zx.data_ptr<std::int32_t>(), perRow};
                 at::Tensor got = at::empty({m, n}, at::kInt);
                 at::Tensor want = at::empty({m, n}, at::kInt);
-                int8GemmVnni(x, p, got.data_ptr<std::int32_t>());
+                int8Gemm(x, p, got.data_ptr<std::int32_t>());
                 int8GemmRef(x, p, want.data_ptr<std::int32_t>());
                 ASSERT_TRUE(at::equal(got, want)) << "per-row zero points " << perRow;
 
@@ -93,7 +98,7 @@ TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
                                      bias.data_ptr<float>()};
                 at::Tensor yGot = at::empty({m, n});
                 at::Tensor yWant = at::empty({m, n});
-                int8GemmVnniF32(x, p, e, yGot.data_ptr<float>());
+                int8GemmF32(x, p, e, yGot.data_ptr<float>());
                 int8GemmRefF32(x, p, e, yWant.data_ptr<float>());
                 // Same operations in the same order: at most a last-bit difference.
                 ASSERT_TRUE(at::allclose(yGot, yWant, 1e-6, 1e-6))
@@ -105,7 +110,7 @@ TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
                 er.ldResidual = n + 3;
                 at::Tensor rGot = at::empty({m, n});
                 at::Tensor rWant = at::empty({m, n});
-                int8GemmVnniF32(x, p, er, rGot.data_ptr<float>());
+                int8GemmF32(x, p, er, rGot.data_ptr<float>());
                 int8GemmRefF32(x, p, er, rWant.data_ptr<float>());
                 ASSERT_TRUE(at::allclose(rGot, rWant, 1e-6, 1e-6));
                 ASSERT_TRUE(at::allclose(rWant, yWant + residual.narrow(1, 0, n), 1e-6, 1e-6));
@@ -114,10 +119,9 @@ TEST(Int8GemmVnni, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
     }
 }
 
-TEST(Int8GemmVnni, ExtremeCodesAtTheLargestKStayExact)
+TEST_P(Int8GemmAtIsa, ExtremeCodesAtTheLargestKStayExact)
 {
-    if (!cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    SCOPED_TRACE(std::string("int8 GEMM row ") + int8GemmKernel().name);
     // Every product 255 * -128 over K = 65535: the int32 sum is -2,139,029,760, near -2^31.
     const std::int64_t k = kInt8MaxK, m = 2, n = 17;
     const at::Tensor w = at::full({n, k}, -128, at::kChar);
@@ -125,17 +129,20 @@ TEST(Int8GemmVnni, ExtremeCodesAtTheLargestKStayExact)
     const at::Tensor u = at::full({m, p.kPadded}, 255, at::kByte);
     const std::int32_t zx = 0;
     at::Tensor got = at::empty({m, n}, at::kInt);
-    int8GemmVnni({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx, false}, p,
-                 got.data_ptr<std::int32_t>());
+    int8Gemm({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx, false}, p,
+             got.data_ptr<std::int32_t>());
     EXPECT_EQ(got[1][16].item<std::int64_t>(), 255LL * -128 * k);
     // With zero point 255 every term is 0.
     const std::int32_t zx255 = 255;
-    int8GemmVnni({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx255, false}, p,
-                 got.data_ptr<std::int32_t>());
+    int8Gemm({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx255, false}, p,
+             got.data_ptr<std::int32_t>());
     EXPECT_EQ(got.abs().max().item<std::int64_t>(), 0);
 }
 
-TEST(QuantizeRowsU8, MatchesQuantizeBitForBitIncludingTiesNanAndInf)
+class QuantizeRowsAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(QuantizeRowsAtIsa);
+
+TEST_P(QuantizeRowsAtIsa, MatchesQuantizeBitForBitIncludingTiesNanAndInf)
 {
     std::uint64_t seed = 200;
     for (std::int64_t m : {1, 5}) {
@@ -234,10 +241,12 @@ TEST(Nibble4GemmRef, MatchesAFloat64MatmulOfTheDequantizedWeights)
     }
 }
 
-TEST(Nibble4GemmAvx512, MatchesTheReferenceToFloatRounding)
+class Nibble4GemmAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(Nibble4GemmAtIsa);
+
+TEST_P(Nibble4GemmAtIsa, MatchesTheReferenceToFloatRounding)
 {
-    if (!cpuFeatures().avx512)
-        GTEST_SKIP() << "this CPU has no AVX-512";
+    SCOPED_TRACE(std::string("4-bit GEMM row ") + nibble4GemmKernel().name);
     std::mt19937 rng(11);
     std::uint64_t seed = 400;
     for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
@@ -254,8 +263,7 @@ TEST(Nibble4GemmAvx512, MatchesTheReferenceToFloatRounding)
                 x.narrow(1, 0, k).normal_(0, 1, seeded(seed));
                 at::Tensor got = at::empty({c.m, c.n});
                 at::Tensor want = at::empty({c.m, c.n});
-                nibble4GemmAvx512(x.data_ptr<float>(), c.m, p.kPadded + 5, p,
-                                  got.data_ptr<float>());
+                nibble4Gemm(x.data_ptr<float>(), c.m, p.kPadded + 5, p, got.data_ptr<float>());
                 nibble4GemmRef(x.data_ptr<float>(), c.m, p.kPadded + 5, p, want.data_ptr<float>());
                 // float32 sums of K terms: within K * 2^-24 of the sum of magnitudes.
                 const at::Tensor magnitude = at::matmul(x.abs().narrow(1, 0, p.kPadded).to(at::kDouble),
@@ -329,7 +337,10 @@ VnniCase randomVnni(std::int64_t n, std::int64_t k, std::int64_t group, bool off
 
 } // namespace
 
-TEST(QuantizeGroupsQ8, RoundsEachGroupToItsOwnScaleAndTheFastPathIsBitIdentical)
+class QuantizeGroupsAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(QuantizeGroupsAtIsa);
+
+TEST_P(QuantizeGroupsAtIsa, RoundsEachGroupToItsOwnScaleAndTheFastPathIsBitIdentical)
 {
     std::uint64_t seed = 700;
     for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 64, 65, 100, 257}) {
@@ -449,10 +460,12 @@ TEST(Nibble4GemvVnniRef, StaysWithinTheDocumentedBoundOfTheFloatActivationResult
     }
 }
 
-TEST(Nibble4GemvVnni, EqualsTheReferenceBitForBit)
+class Nibble4GemvQ8AtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(Nibble4GemvQ8AtIsa);
+
+TEST_P(Nibble4GemvQ8AtIsa, EqualsTheReferenceBitForBit)
 {
-    if (!cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    SCOPED_TRACE(std::string("4-bit x int8 GEMV row ") + nibble4GemvQ8Kernel().name);
     std::mt19937 rng(21);
     std::uint64_t seed = 900;
     for (std::int64_t k : {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
@@ -466,7 +479,7 @@ TEST(Nibble4GemvVnni, EqualsTheReferenceBitForBit)
                 seed += 10;
                 at::Tensor x = at::randn({m, k + 3}, seeded(seed++));
                 at::Tensor got = at::empty({m, n}), want = at::empty({m, n});
-                nibble4GemvVnni(x.data_ptr<float>(), m, k + 3, c.packed, got.data_ptr<float>());
+                nibble4GemvQ8(x.data_ptr<float>(), m, k + 3, c.packed, got.data_ptr<float>());
                 nibble4GemvVnniRef(x.data_ptr<float>(), m, k + 3, c.packed,
                                    want.data_ptr<float>());
                 ASSERT_TRUE(at::equal(got, want)) << (got - want).abs().max().item<float>();
@@ -478,12 +491,15 @@ TEST(Nibble4GemvVnni, EqualsTheReferenceBitForBit)
     at::Tensor x = at::randn({2, 64}, seeded(2));
     x[1][40] = std::numeric_limits<float>::quiet_NaN();
     at::Tensor y = at::empty({2, 20});
-    nibble4GemvVnni(x.data_ptr<float>(), 2, 64, c.packed, y.data_ptr<float>());
+    nibble4GemvQ8(x.data_ptr<float>(), 2, 64, c.packed, y.data_ptr<float>());
     EXPECT_TRUE(y[0].isfinite().all().item<bool>());
     EXPECT_TRUE(y[1].isnan().all().item<bool>());
 }
 
-TEST(MinMaxF32, MatchesAminmaxOverSizesAroundTheVectorWidthAndThreadSplits)
+class MinMaxAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(MinMaxAtIsa);
+
+TEST_P(MinMaxAtIsa, MatchesAminmaxOverSizesAroundTheVectorWidthAndThreadSplits)
 {
     std::uint64_t seed = 1000;
     for (std::int64_t count : {0, 1, 15, 16, 17, 33, 16383, 16384, 16385, 100001, 300000}) {
@@ -512,4 +528,68 @@ TEST(MinMaxF32, MatchesAminmaxOverSizesAroundTheVectorWidthAndThreadSplits)
         minMaxF32Ref(x.data_ptr<float>(), 300000, &lo, &hi);
         EXPECT_TRUE(std::isnan(lo) && std::isnan(hi)) << where;
     }
+}
+
+// --- the ISA levels themselves -----------------------------------------------------------------
+
+class DispatchAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(DispatchAtIsa);
+
+TEST_P(DispatchAtIsa, EveryRowNeedsNoMoreThanTheLevelInForceAndTheFeaturesFollowIt)
+{
+    const IsaLevel level = GetParam();
+    EXPECT_EQ(isaLevel(), level);
+    for (const KernelRow row : {int8GemmKernel(), nibble4GemmKernel(), nibble4GemvQ8Kernel()}) {
+        EXPECT_LE(static_cast<int>(row.level), static_cast<int>(level)) << row.name;
+        EXPECT_EQ(row.isReference(), row.level == IsaLevel::Scalar);
+    }
+    const CpuFeatures f = cpuFeatures(), hw = hardwareFeatures();
+    EXPECT_EQ(f.avx512, level >= IsaLevel::Avx512 && hw.avx512);
+    EXPECT_EQ(f.avx512Vnni, level >= IsaLevel::Avx512 && hw.avx512Vnni);
+    EXPECT_EQ(f.avxVnni, level >= IsaLevel::AvxVnni && hw.avxVnni);
+    EXPECT_EQ(f.avx2, level >= IsaLevel::Avx2 && hw.avx2);
+    // The hardware's own rows are taken at its own level: an AVX512-VNNI machine runs its VNNI
+    // GEMM, never the scalar twin, unless the level is lowered.
+    if (level == IsaLevel::Avx512 && hw.avx512Vnni) {
+        EXPECT_STREQ(int8GemmKernel().name, "avx512-vnni");
+        EXPECT_STREQ(nibble4GemvQ8Kernel().name, "avx512-vnni");
+    }
+    if (level == IsaLevel::Avx512 && hw.avx512)
+        EXPECT_STREQ(nibble4GemmKernel().name, "avx512");
+    if (level == IsaLevel::Scalar) {
+        EXPECT_STREQ(int8GemmKernel().name, "scalar");
+        EXPECT_STREQ(nibble4GemmKernel().name, "scalar");
+    }
+}
+
+TEST(IsaLevels, NamesParseBackAndTheListRisesToTheHardware)
+{
+    const std::vector<IsaLevel> levels = supportedIsaLevels();
+    ASSERT_FALSE(levels.empty());
+    EXPECT_EQ(levels.front(), IsaLevel::Scalar);
+    EXPECT_EQ(levels.back(), hardwareIsaLevel());
+    for (std::size_t i = 1; i < levels.size(); ++i)
+        EXPECT_LT(static_cast<int>(levels[i - 1]), static_cast<int>(levels[i]));
+    for (IsaLevel l : {IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::AvxVnni, IsaLevel::Avx512})
+        EXPECT_EQ(parseIsaLevel(isaName(l)), l);
+    EXPECT_EQ(parseIsaLevel("AVX2"), IsaLevel::Avx2);
+    EXPECT_EQ(parseIsaLevel("avxvnni"), IsaLevel::AvxVnni);
+    EXPECT_FALSE(parseIsaLevel("sse9").has_value());
+    // A level above the hardware is capped at it.
+    {
+        ScopedIsaLevel top(IsaLevel::Avx512);
+        EXPECT_EQ(isaLevel(), hardwareIsaLevel());
+    }
+    // cpuid's flags agree with the composite features.
+    bool avx2 = false, avx512f = false;
+    for (const CpuFlag& flag : cpuFlags()) {
+        if (std::string(flag.name) == "avx2")
+            avx2 = flag.present;
+        if (std::string(flag.name) == "avx512f")
+            avx512f = flag.present;
+    }
+    if (hardwareFeatures().avx512)
+        EXPECT_TRUE(avx512f);
+    if (hardwareFeatures().avx2)
+        EXPECT_TRUE(avx2);
 }

@@ -23,6 +23,7 @@
 #include "quant/real_kernels.h"
 
 #include "exec/executor.h"
+#include "isa_levels.h"
 #include "kernels/lowbit.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
@@ -654,14 +655,49 @@ TEST(RealKernelHook, AnInputThatDoesNotFitIsReportedAsTheExecutorReportsIt)
 
 namespace {
 
-const std::string kOwnInt8 = "bitlens avx512-vnni int8 gemm (u8 x s8 -> s32, fused dequant)";
+// The own-kernel tests run at every ISA level this CPU has (isa_levels.h). Where a level has a
+// vector row of a kernel the engine must run it and name it; where only the scalar twin is
+// left the engine must not pick it for speed (it keeps LibTorch's kernel and says so).
+
+const std::string kIntMm = "at::_int_mm (int8 x int8 -> int32)";
+
+/// The int8 kernel the engine should run at the level in force.
+std::string ownInt8()
+{
+    const kernels::KernelRow row = kernels::int8GemmKernel();
+    return row.isReference() ? kIntMm
+                             : std::string("bitlens ") + row.name +
+                                   " int8 gemm (u8 x s8 -> s32, fused dequant)";
+}
+
+/// "bitlens <row> " for the float-activation 4-bit kernel at the level in force, or "" (none).
+std::string own4BitPrefix()
+{
+    const kernels::KernelRow row = kernels::nibble4GemmKernel();
+    return row.isReference() ? std::string() : std::string("bitlens ") + row.name + " ";
+}
+
+/// "bitlens <row> " for the int8-activation int4 kernel at the level in force, or "" (none).
+std::string ownQ8Prefix()
+{
+    if (own4BitPrefix().empty())
+        return {};
+    const kernels::KernelRow row = kernels::nibble4GemvQ8Kernel();
+    return row.isReference() ? std::string() : std::string("bitlens ") + row.name + " ";
+}
+
+class OwnKernelInt8 : public bitlens::testing::AtIsaLevel {};
+class OwnKernel4Bit : public bitlens::testing::AtIsaLevel {};
+class OwnKernels : public bitlens::testing::AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(OwnKernelInt8);
+BITLENS_AT_EVERY_ISA_LEVEL(OwnKernel4Bit);
+BITLENS_AT_EVERY_ISA_LEVEL(OwnKernels);
 
 } // namespace
 
-TEST(OwnKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
+TEST_P(OwnKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
 {
-    if (!kernels::cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const std::string kOwnInt8 = ownInt8();
     std::uint64_t seed = 800;
     for (const char* spec :
          {"dynamic-int8", "dynamic-int8:act-per=token", "static-int8", "static-int8:per=tensor",
@@ -673,12 +709,11 @@ TEST(OwnKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
     }
 }
 
-TEST(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
+TEST_P(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
 {
     // Both compute the same exact int32 accumulator from the same codes; only the float
     // scaling (fused here, separate ops there) may round differently.
-    if (!kernels::cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const std::string kOwnInt8 = ownInt8();
     for (const char* spec : {"dynamic-int8", "static-int8:act=int8,act-sym=true"}) {
         const ir::Graph graph = oneLayer(Op::Linear, 200, 70, 810);
         const auto model = prepared(graph, spec, inputs(Op::Linear, 100, 200, 811));
@@ -690,13 +725,22 @@ TEST(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
     }
 }
 
-TEST(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
+TEST_P(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
 {
-    if (!kernels::cpuFeatures().avx512)
-        GTEST_SKIP() << "this CPU has no AVX-512";
     std::uint64_t seed = 900;
+    const std::string prefix = own4BitPrefix();
     for (const char* spec : {"w4-nf4", "w4-nf4:group=128", "w4-fp4"}) {
-        forEachCase(spec, kLinearOps, seed++, "bitlens avx512 ", expectFloatRounding,
+        if (prefix.empty()) {
+            // No vector row at this level: NF4 / FP4 stay simulated, and the engine says so.
+            const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed++);
+            const auto model = prepared(graph, spec, at::Tensor());
+            EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"),
+                                           model.layers.at("layer"), kCpu),
+                      std::nullopt)
+                << spec;
+            continue;
+        }
+        forEachCase(spec, kLinearOps, seed++, prefix, expectFloatRounding,
                     quant::KernelSource::Best);
     }
 }
@@ -723,28 +767,39 @@ void expectWithinInt8ActivationBound(const ir::Graph& graph, const quant::Quanti
 
 } // namespace
 
-TEST(OwnKernel4Bit, IntegerCodesRunOnTheVnniKernelWithinItsActivationRoundingBound)
+TEST_P(OwnKernel4Bit, IntegerCodesRunOnTheQ8KernelWithinItsActivationRoundingBound)
 {
-    if (!kernels::cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
     std::uint64_t seed = 950;
+    const std::string prefix = ownQ8Prefix();
     for (const char* spec :
          {"w4-int4:group=32", "w4-int4", "w4-int4:group=128", "w4-int4:group=96",
           "w4-int4:per=channel", "w4-int4:sym=true", "w4-int4:weight=uint4",
           "w4-int4:weight=int2"}) {
-        forEachCase(spec, kLinearOps, seed++, "bitlens avx512-vnni ",
-                    expectWithinInt8ActivationBound, quant::KernelSource::Best);
+        if (prefix.empty()) {
+            // No own int4 row at this level: LibTorch's int4 kernel (or the float-activation
+            // own kernel), never the scalar twin.
+            const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed++);
+            const auto model = prepared(graph, spec, at::Tensor());
+            const auto kernel = quant::realKernelFor(nodeNamed(model.graph, "layer"),
+                                                     model.layers.at("layer"), kCpu);
+            if (kernel)
+                EXPECT_EQ(kernel->find("scalar"), std::string::npos) << *kernel;
+            continue;
+        }
+        forEachCase(spec, kLinearOps, seed++, prefix, expectWithinInt8ActivationBound,
+                    quant::KernelSource::Best);
     }
 }
 
-TEST(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
+TEST_P(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
 {
     // Row k of the identity picks column k: the real output is each weight as the kernel
     // dequantizes it, table[u] * s + offset, against the simulated (q - z) * s or table[q] * s.
     // float32 rounding only: far under a quantization step, so one misplaced code, group or
-    // zero point fails.
-    if (!kernels::cpuFeatures().avx512)
-        GTEST_SKIP() << "this CPU has no AVX-512";
+    // zero point fails. Needs an own 4-bit row: at a level without one, the test above checks
+    // that the engine does not claim one.
+    if (own4BitPrefix().empty())
+        return;
     std::mt19937 rng(920);
     for (const char* spec : {"w4-int4:group=32", "w4-int4", "w4-int4:group=96",
                              "w4-int4:per=channel", "w4-int4:weight=uint4", "w4-int4:weight=int2",
@@ -758,11 +813,10 @@ TEST(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
             const auto model = prepared(graph, spec, at::Tensor());
             const auto& lq = model.layers.at("layer");
             const Runs r = runBoth(model, at::eye(k), quant::KernelSource::Best);
-            const bool integer = std::string(spec).rfind("w4-int4", 0) == 0 &&
-                                 kernels::cpuFeatures().avx512Vnni;
+            const bool integer =
+                std::string(spec).rfind("w4-int4", 0) == 0 && !ownQ8Prefix().empty();
             // One-hot rows are exact in int8 (q = 127, d = 1 / 127): float rounding here too.
-            EXPECT_EQ(r.kernels.at("layer").rfind(
-                          integer ? "bitlens avx512-vnni " : "bitlens avx512 ", 0),
+            EXPECT_EQ(r.kernels.at("layer").rfind(integer ? ownQ8Prefix() : own4BitPrefix(), 0),
                       0u)
                 << r.kernels.at("layer");
             expectWithin(r, 1e-5 * scalePerWeight(lq, n, k).t());
@@ -770,30 +824,44 @@ TEST(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
     }
 }
 
-TEST(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
+TEST_P(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
 {
-    const auto& cpu = kernels::cpuFeatures();
-    if (!cpu.avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const std::string kOwnInt8 = ownInt8();
+    const std::string q8 = ownQ8Prefix(), f4 = own4BitPrefix();
     const std::optional<std::string> none;
-    const std::vector<std::tuple<std::string, c10::Device, std::optional<std::string>>> table = {
+    // Without own 4-bit rows, int4 goes to LibTorch's int4 kernel (group 64 divides K = 64;
+    // per-channel is one group of K) and NF4 / FP4 stay simulated.
+    const auto int4 = [&](const std::string& group, const std::string& libtorchGroup) {
+        if (!q8.empty())
+            return std::optional<std::string>(
+                q8 + "int4 gemv " + group + " (float32 -> int8 per group x int4 -> float32)");
+        if (!f4.empty())
+            return std::optional<std::string>(f4 + "int4 gemv " + group +
+                                              " (float32 x int4 -> float32)");
+        return std::optional<std::string>("at::_weight_int4pack_mm_for_cpu (bfloat16 x int4, "
+                                          "group " + libtorchGroup + ")");
+    };
+    const auto code4 = [&](const std::string& type, const std::string& group) {
+        return f4.empty() ? none
+                          : std::optional<std::string>(f4 + type + " gemv " + group +
+                                                       " (float32 x " + type + " -> float32)");
+    };
+    std::vector<std::tuple<std::string, c10::Device, std::optional<std::string>>> table = {
         {"dynamic-int8", kCpu, kOwnInt8},
         {"static-int8", kCpu, kOwnInt8},
         {"llm-int8", kCpu, kOwnInt8 + " + float32 GEMM of the fp16 outlier columns (LLM.int8)"},
         {"dynamic-int8", kCuda, "at::_int_mm (int8 x int8 -> int32)"},
-        {"w4-int4", kCpu,
-         "bitlens avx512-vnni int4 gemv g64 (float32 -> int8 per group x int4 -> float32)"},
-        {"w4-int4:per=channel", kCpu,
-         "bitlens avx512-vnni int4 gemv per-channel (float32 -> int8 per group x int4 -> "
-         "float32)"},
-        {"w4-nf4", kCpu, "bitlens avx512 nf4 gemv g64 (float32 x nf4 -> float32)"},
-        {"w4-fp4:group=128", kCpu,
-         "bitlens avx512 fp4_e2m1 gemv g128 (float32 x fp4_e2m1 -> float32)"},
+        {"w4-int4", kCpu, int4("g64", "64")},
+        {"w4-int4:per=channel", kCpu, int4("per-channel", "64")},
+        {"w4-nf4", kCpu, code4("nf4", "g64")},
+        {"w4-fp4:group=128", kCpu, code4("fp4_e2m1", "g128")},
         {"w4-nf4", kCuda, none},
-        {"w4-int4:group=16", kCpu, none},  // not a whole number of 32-element chunks
-        {"w4-int4:group=48", kCpu, none},  // neither kernel has a group dividing 48
         {"fp8-e4m3", kCpu, "at::_scaled_mm (float8_e4m3fn x float8_e4m3fn -> float32)"},
     };
+    if (!f4.empty()) {
+        table.push_back({"w4-int4:group=16", kCpu, none});  // not whole 32-element chunks
+        table.push_back({"w4-int4:group=48", kCpu, none});  // no kernel has a group dividing 48
+    }
     for (const auto& [spec, device, kernel] : table) {
         SCOPED_TRACE(spec + " on " + device.str());
         const ir::Graph graph = oneLayer(Op::Linear, 64, 24, 930);
@@ -804,10 +872,9 @@ TEST(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
     }
 }
 
-TEST(OwnKernels, ConvNetRunsItsLinearLayersOnTheVnniGemm)
+TEST_P(OwnKernels, ConvNetRunsItsLinearLayersOnTheInt8Gemm)
 {
-    if (!kernels::cpuFeatures().avx512Vnni)
-        GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+    const std::string kOwnInt8 = ownInt8();
     const ir::Graph graph = convNet(940);
     at::Generator gen = at::detail::createCPUGenerator(941);
     const auto model = prepared(graph, "static-int8", at::rand({200, 1, 8, 8}, gen));

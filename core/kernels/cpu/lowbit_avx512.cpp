@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cpuid.h>
 #include <limits>
 #include <stdexcept>
 
@@ -23,23 +22,6 @@
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
 
 namespace bitlens::kernels {
-
-const CpuFeatures& cpuFeatures()
-{
-    static const CpuFeatures features = [] {
-        CpuFeatures f;
-        __builtin_cpu_init();
-        f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-        f.avx512Vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
-        f.avx512Bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_count(7, 0, &a, &b, &c, &d))
-            f.amx = (d >> 24) & 1U;  // AMX-TILE
-        return f;
-    }();
-    return features;
-}
 
 namespace {
 
@@ -145,7 +127,7 @@ constexpr std::array<Int8BlockFn, 4> blocksFor()
 constexpr std::array<std::array<Int8BlockFn, 4>, kRowsPerTile> kInt8Blocks = {
     blocksFor<1>(), blocksFor<2>(), blocksFor<3>(), blocksFor<4>(), blocksFor<5>(), blocksFor<6>()};
 
-void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, const Int8Out& out)
+void int8GemmAvx512(const Int8Activations& x, const Int8PackedWeight& w, const Int8Out& out)
 {
     if (!cpuFeatures().avx512Vnni)
         throw std::runtime_error("int8GemmVnni: this CPU has no AVX512-VNNI");
@@ -476,7 +458,7 @@ void int8GemmVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int3
 {
     Int8Out out;
     out.acc = acc;
-    int8Gemm(x, w, out);
+    int8GemmAvx512(x, w, out);
 }
 
 void int8GemmVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
@@ -485,7 +467,7 @@ void int8GemmVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
     Int8Out out;
     out.y = y;
     out.epilogue = &epilogue;
-    int8Gemm(x, w, out);
+    int8GemmAvx512(x, w, out);
 }
 
 void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,

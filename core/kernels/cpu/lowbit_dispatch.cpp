@@ -1,0 +1,66 @@
+// Kernel dispatch (kernels/lowbit.h): each operation's rows, highest ISA level first, the scalar
+// reference last. A row is taken when the features in force (cpuFeatures(), capped by
+// BITLENS_ISA) have what it needs.
+
+#include "kernels/lowbit.h"
+
+namespace bitlens::kernels {
+
+KernelRow int8GemmKernel()
+{
+    const CpuFeatures f = cpuFeatures();
+    if (f.avx512Vnni)
+        return {IsaLevel::Avx512, "avx512-vnni"};
+    return {IsaLevel::Scalar, "scalar"};
+}
+
+void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc)
+{
+    switch (int8GemmKernel().level) {
+    case IsaLevel::Avx512: int8GemmVnni(x, w, acc); return;
+    default: int8GemmRef(x, w, acc); return;
+    }
+}
+
+void int8GemmF32(const Int8Activations& x, const Int8PackedWeight& w,
+                 const Int8Epilogue& epilogue, float* y)
+{
+    switch (int8GemmKernel().level) {
+    case IsaLevel::Avx512: int8GemmVnniF32(x, w, epilogue, y); return;
+    default: int8GemmRefF32(x, w, epilogue, y); return;
+    }
+}
+
+KernelRow nibble4GemmKernel()
+{
+    if (cpuFeatures().avx512)
+        return {IsaLevel::Avx512, "avx512"};
+    return {IsaLevel::Scalar, "scalar"};
+}
+
+void nibble4Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Nibble4PackedWeight& w,
+                 float* y)
+{
+    switch (nibble4GemmKernel().level) {
+    case IsaLevel::Avx512: nibble4GemmAvx512(x, m, ldx, w, y); return;
+    default: nibble4GemmRef(x, m, ldx, w, y); return;
+    }
+}
+
+KernelRow nibble4GemvQ8Kernel()
+{
+    if (cpuFeatures().avx512Vnni)
+        return {IsaLevel::Avx512, "avx512-vnni"};
+    return {IsaLevel::Scalar, "scalar"};
+}
+
+void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
+                   const Nibble4VnniPackedWeight& w, float* y)
+{
+    switch (nibble4GemvQ8Kernel().level) {
+    case IsaLevel::Avx512: nibble4GemvVnni(x, m, ldx, w, y); return;
+    default: nibble4GemvVnniRef(x, m, ldx, w, y); return;
+    }
+}
+
+} // namespace bitlens::kernels
