@@ -1,7 +1,12 @@
 # Shared helpers of the end-to-end scripts: check (exit code), expect (a condition), report
-# (a Python assertion over a JSON file). Each script sets $tmp and counts into passed/failed.
+# (a Python assertion over a JSON file), skip (a part that cannot run here, with the reason).
+# Each script sets $tmp and counts into passed/failed/skipped. finish exits 1 on any failure,
+# else 77 when a part was skipped (CTest's SKIP_RETURN_CODE: the test shows as Skipped, never
+# as Passed), else 0.
 passed=0
 failed=0
+skipped=0
+skip_reasons=()
 py=${BITLENS_PYTHON:-$HOME/.cache/bitlens/venv/bin/python}
 [ -x "$py" ] || py=python3
 
@@ -28,7 +33,19 @@ expect() { # expect NAME CONDITION...
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name"; fi
 }
 report() { "$py" -c "import json,sys; d=json.load(open('$1')); $2"; }
+skip() { # skip REASON: a part of the script that cannot run on this machine
+  skipped=$((skipped + 1))
+  skip_reasons+=("$1")
+  echo "SKIP: $1"
+}
 finish() {
-  echo "$passed passed, $failed failed"
-  [ "$failed" = 0 ]
+  if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+    for r in "${skip_reasons[@]}"; do echo "  skipped: $r"; done
+  else
+    echo "$passed passed, $failed failed"
+  fi
+  [ "$failed" = 0 ] || return 1
+  [ "$skipped" = 0 ] || return 77
+  return 0
 }

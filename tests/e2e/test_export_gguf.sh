@@ -17,9 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 data="$(cd "$(dirname "${BASH_SOURCE[0]}")/../data" && pwd)"
 
 if ! "$py" -c "import gguf, safetensors" 2> /dev/null; then
-  echo "SKIP: the venv python has no gguf / safetensors package"
-  finish
-  exit $?
+  echo "FAIL: the venv python has no gguf / safetensors package (scripts/bootstrap installs them)"
+  exit 1
 fi
 
 mkdir -p "$tmp/hf"
@@ -176,6 +175,6 @@ print(f"smollm2 gguf-q4_1: {len(same)} of {len(a)} tensors byte-identical to the
 assert all(n in a for n in b), set(b) - set(a)
 PY
 else
-  echo "SKIP smollm2-135m: not built (bitlens-cli zoo build smollm2-135m)"
+  skip "smollm2-135m: not built (offline? bitlens-cli zoo build smollm2-135m)"
 fi
 finish

@@ -42,9 +42,8 @@ expect no-special-no-cls report "$tmp/out" "assert '[CLS]' not in d['tokens']"
 
 # Golden: the pip tokenizers package on the real vocabularies.
 if ! "$py" -c "import tokenizers, gguf" 2> /dev/null; then
-  echo "SKIP golden: the venv python has no tokenizers/gguf (run scripts/bootstrap)"
-  finish
-  exit $?
+  echo "FAIL golden: the venv python has no tokenizers/gguf (scripts/bootstrap installs them)"
+  exit 1
 fi
 "$cli" zoo list --json > "$tmp/zoo.json" 2> /dev/null
 built() { "$py" -c "import json,sys; sys.exit(0 if any(e['name'] == '$1' and e['built'] for e in json.load(open('$tmp/zoo.json'))) else 1)"; }
@@ -89,7 +88,7 @@ if built minilm-l6; then
   compare_ids minilm-vocab "$dir/vocab.txt" "$dir/tokenizer.json"
   compare_ids minilm-json minilm-l6 "$dir/tokenizer.json"
 else
-  echo "SKIP minilm-l6 golden: not built (bitlens-cli zoo build minilm-l6)"
+  skip "minilm-l6 golden: not built (offline? bitlens-cli zoo build minilm-l6)"
 fi
 if built smollm2-135m; then
   corpus
@@ -117,6 +116,6 @@ PY
   # The same ids from the GGUF itself (tokenizer.ggml.* read by BitLens' GGUF hook).
   compare_ids smollm-gguf smollm2-135m "$tmp/smollm.json"
 else
-  echo "SKIP smollm2-135m golden: not built (bitlens-cli zoo build smollm2-135m)"
+  skip "smollm2-135m golden: not built (offline? bitlens-cli zoo build smollm2-135m)"
 fi
 finish
