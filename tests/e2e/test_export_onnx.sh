@@ -37,23 +37,28 @@ assert e['bytes'] < 0.3*1687720, e['bytes']
   # onnxruntime's top-1 on the same samples, in the same batches of 256.
   ort_top1=$("$py" "$ort" top1 "$out" $data/t10k-images-idx3-ubyte.gz \
     $data/t10k-labels-idx1-ubyte.gz $limit 256)
+  # Without VNNI, MLAS's fused u8 x s8 kernels can saturate (measured on an AVX2 EPYC: 0.3
+  # points of top-1 on 10k images); with it they are exact up to requantization rounding.
+  tol=$("$py" -c "import sys; sys.path.insert(0, '$(dirname "$ort")'); import ort_check; print(0.002 if ort_check.has_vnni() else 0.006)")
   expect "ort-top1-$scheme" report "$tmp/$scheme.json" "
 q=d['verify']['metric_app']; o=float('$ort_top1')
-assert abs(o-q) <= 0.002, ('onnxruntime top-1', o, 'BitLens', q)
+assert abs(o-q) <= $tol, ('onnxruntime top-1', o, 'BitLens', q, 'tolerance', $tol)
 "
-  # ORT logits vs BitLens' executor on the exported file, one batch of 64: the nodes as written
-  # agree to float rounding (measured: bit for bit); ORT's fused integer kernels requantize
-  # with their own rounding (static-int8: up to ~0.06 of logits ~17), same classes.
+  # ORT vs BitLens' executor on the exported file, one batch of 64, with every QuantizeLinear
+  # output exposed (ort_check.py probe): the codes agree but for one-step flips on rounding
+  # boundaries (the runtimes' float kernels round differently on AVX2 and AVX-512 CPUs), and
+  # the logits by exactly what those flips give; ORT's fused integer kernels are held to a
+  # bound that depends on the CPU (VNNI or 16-bit saturation).
   "$py" "$ort" batch "$out" $data/t10k-images-idx3-ubyte.gz 64 "$tmp/ort" "$tmp/x.npy"
-  check "run-$scheme" 0 "$cli" run "$out" --input "$tmp/x.npy" --out "$tmp/run-$scheme"
-  expect "ort-vs-bitlens-$scheme" "$py" -c "
-import glob, numpy as np
-b=np.load(glob.glob('$tmp/run-$scheme/*.npy')[0]); m=np.abs(b).max()
-a=np.load('$tmp/ort-plain.npy'); d=np.abs(a-b).max()
-assert a.shape==b.shape and d <= 1e-5*m, ('max |ORT as written - BitLens|', d, 'of', m)
-o=np.load('$tmp/ort-opt.npy'); d=np.abs(o-b).max()
-assert d <= 0.01*m and (o.argmax(1)==b.argmax(1)).mean() >= 0.98, ('ORT optimized', d, 'of', m)
-"
+  "$py" "$ort" probe "$out" "$tmp/probe-$scheme.onnx"
+  check "run-$scheme" 0 "$cli" run "$tmp/probe-$scheme.onnx" --input "$tmp/x.npy" \
+    --out "$tmp/run-$scheme"
+  check "ort-vs-bitlens-$scheme" 0 "$py" "$ort" agree "$tmp/probe-$scheme.onnx" "$tmp/x.npy" \
+    "$tmp/run-$scheme"
+  cat "$tmp/out"
+  check "ort-optimized-vs-bitlens-$scheme" 0 "$py" "$ort" optimized "$out" "$tmp/x.npy" \
+    "$tmp/run-$scheme/logits.npy"
+  cat "$tmp/out"
 done
 
 # The report of static-int8 carries the export object and the same metric as verify.

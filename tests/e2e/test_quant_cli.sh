@@ -57,9 +57,24 @@ assert all(r[i]['drop']>=r[i+1]['drop'] for i in range(3))"
 
 # bench --json gives the report's "throughput" object
 check bench 0 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json
-expect bench-keys report "$tmp/out" "assert set(d)=={'device','batch','float_samples_per_s','quantized_samples_per_s','kernels','layers_ms'}, d
+expect bench-keys report "$tmp/out" "assert set(d)>={'device','isa','cpu','batch','float_samples_per_s','quantized_samples_per_s','kernels','layers_ms'}, d
 assert d['batch']==32 and d['float_samples_per_s']>0 and len(d['kernels'])==4
 assert set(d['layers_ms'])==set(d['kernels']) and all(v['float']>0 and v['quantized']>0 for v in d['layers_ms'].values())"
+# BITLENS_ISA caps the own kernels' level: the report names it, and the kernel per layer
+# follows it (at scalar no own kernel runs for speed; LibTorch's does, and is named).
+cp "$tmp/out" "$tmp/bench-default.json"
+check bench-isa-scalar 0 env BITLENS_ISA=scalar "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json
+expect bench-isa-scalar-json report "$tmp/out" "
+assert d['isa']=='scalar' and d['isa_note']=='BITLENS_ISA=scalar', d
+assert not any(k.startswith('bitlens ') for k in d['kernels'].values()), d['kernels']"
+check bench-isa-avx2 0 env BITLENS_ISA=avx2 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json
+expect bench-isa-avx2-json report "$tmp/out" "
+import json; full=json.load(open('$tmp/bench-default.json'))
+want='avx2' if full['isa'] in ('avx2','avx-vnni','avx512') else full['isa']
+assert d['isa']==want, (d['isa'], full['isa'])
+assert all('avx512' not in k for k in d['kernels'].values()), d['kernels']"
+check bench-isa-bogus 0 env BITLENS_ISA=sse9 "$cli" bench fashion-cnn --scheme static-int8 --batch 32
+expect bench-isa-bogus-note grep -q "BITLENS_ISA=sse9 ignored (not one of scalar, avx2, avx-vnni, avx512)" "$tmp/out"
 check bench-bad-batch 2 "$cli" bench fashion-cnn --scheme static-int8 --batch 0
 
 # bad input
