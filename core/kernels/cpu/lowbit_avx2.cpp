@@ -402,6 +402,9 @@ BITLENS_AVX2 void nibbleTileAvx2(const float* x, std::int64_t ldx, const Nibble4
 #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r)
             acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
+        // The next tile's scales (its rows follow these NR rows in memory).
+        for (std::int64_t g = 0; g < w.groups; g += 16)
+            _mm_prefetch(reinterpret_cast<const char*>(scales[i] + NR * w.groups + g), _MM_HINT_T0);
     }
     std::int64_t group = 0;
     std::int64_t groupEnd = w.groups > 1 ? w.group : w.kPadded;
@@ -409,6 +412,10 @@ BITLENS_AVX2 void nibbleTileAvx2(const float* x, std::int64_t ldx, const Nibble4
         __m256i lo[NR], hi[NR];
 #pragma GCC unroll 4
         for (int i = 0; i < NR; ++i) {
+            // Software prefetch of the same chunk of the next tile's row, NR rows on. Measured
+            // on a Sapphire Rapids VM at batch 1: without it every row stream ran at ~1.8 GB/s
+            // (as if the hardware prefetchers never engaged) and the dequantization idled.
+            _mm_prefetch(reinterpret_cast<const char*>(rows[i] + NR * rowBytes + k / 2), _MM_HINT_T0);
             lo[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(rows[i] + k / 2));
             hi[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(rows[i] + k / 2 + 32));
         }
@@ -582,19 +589,32 @@ inline __attribute__((always_inline)) BITLENS_AVXVNNI void dot32Vnni(const std::
     }
 }
 
+/// Software prefetch of the 4 lines (32 k of a 16-channel panel) at p, once per panel (by its
+/// even half): the same reason as in nibbleTileAvx2.
+inline __attribute__((always_inline)) void prefetchPanels(const std::uint8_t* p, int half)
+{
+    if (half % 2 != 0)
+        return;
+    for (int c = 0; c < 4; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(p + 64 * c), _MM_HINT_T0);
+}
+
 /// The int32 dots of one group, k in [begin, end) (whole steps of 32: groups and kPadded are
 /// multiples of 32), for the H 8-channel halves at data[h] (stride 8 bytes per k).
 template <int H>
 BITLENS_AVX2 void groupDotsAvx2(const std::uint8_t* const (&data)[H], const std::int8_t* q,
-                                std::int64_t begin, std::int64_t end, __m256i (&dot)[H])
+                                std::int64_t begin, std::int64_t end, std::int64_t ahead,
+                                __m256i (&dot)[H])
 {
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h)
         dot[h] = _mm256_setzero_si256();
     for (std::int64_t j = begin; j < end; j += 32)
 #pragma GCC unroll 4
-        for (int h = 0; h < H; ++h)
+        for (int h = 0; h < H; ++h) {
+            prefetchPanels(data[h] + j * 8 + ahead, h);
             dot[h] = _mm256_add_epi32(dot[h], dot32Avx2(data[h] + j * 8, q + j));
+        }
 }
 
 /// groupDotsAvx2 on AVX-VNNI. A separate function (called once per group) because an AVX2
@@ -602,7 +622,8 @@ BITLENS_AVX2 void groupDotsAvx2(const std::uint8_t* const (&data)[H], const std:
 /// would let the compiler use VNNI instructions in the AVX2 row too.
 template <int H>
 BITLENS_AVXVNNI void groupDotsVnni(const std::uint8_t* const (&data)[H], const std::int8_t* q,
-                                   std::int64_t begin, std::int64_t end, __m256i (&dot)[H])
+                                   std::int64_t begin, std::int64_t end, std::int64_t ahead,
+                                   __m256i (&dot)[H])
 {
     __m256i other[H];
 #pragma GCC unroll 4
@@ -610,8 +631,10 @@ BITLENS_AVXVNNI void groupDotsVnni(const std::uint8_t* const (&data)[H], const s
         dot[h] = other[h] = _mm256_setzero_si256();
     for (std::int64_t j = begin; j < end; j += 32)
 #pragma GCC unroll 4
-        for (int h = 0; h < H; ++h)
+        for (int h = 0; h < H; ++h) {
+            prefetchPanels(data[h] + j * 8 + ahead, h);
             dot32Vnni(data[h] + j * 8, q + j, dot[h], other[h]);
+        }
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h)
         dot[h] = _mm256_add_epi32(dot[h], other[h]);
@@ -637,9 +660,9 @@ BITLENS_AVX2 void nibbleQ8Panels(const Nibble4VnniPackedWeight& w, std::int64_t 
         const std::int64_t begin = g * w.group, end = std::min(w.kPadded, begin + w.group);
         __m256i dot[kHalves];
         if constexpr (Vnni)
-            groupDotsVnni<kHalves>(data, q, begin, end, dot);
+            groupDotsVnni<kHalves>(data, q, begin, end, NP * panelBytes, dot);
         else
-            groupDotsAvx2<kHalves>(data, q, begin, end, dot);
+            groupDotsAvx2<kHalves>(data, q, begin, end, NP * panelBytes, dot);
         const __m256 dg = _mm256_set1_ps(d[g]);
 #pragma GCC unroll 4
         for (int h = 0; h < kHalves; ++h) {
