@@ -14,6 +14,13 @@
 //   true sum is at most 255 * 128, so it stays inside int32 for K <= 65535; the subtraction may
 //   wrap in between but the result is exact (two's complement arithmetic).
 //   Epilogue to float: y[m, n] = float(acc) * (sx[m] * sw[n]) + bias[n].
+//   AVX-VNNI (256-bit VEX vpdpbusd) runs the same sum on the same packed bytes, 8 channels per
+//   32-byte load. Plain AVX2 has no exact u8 x s8 multiply-add: vpmaddubsw adds pairs into
+//   int16 with saturation, and 2 * 255 * -128 = -65280 is far outside int16. The AVX2 kernel
+//   therefore widens the activation codes to int16 once per GEMM and the packed weights on the
+//   fly (vpmovsxbw, shared by a tile's rows) and multiplies with vpmaddwd, whose pairs add into
+//   int32 (at most 65280 in magnitude): exact, the same integers as every other row, and no
+//   second packed copy of the weights (lowbit_avx2.cpp).
 //
 // Weight-only 4-bit (int4 / uint4 / NF4, group scales): w[n, k] = table[u[n, k]] * s[n, g] +
 //   mn[n, g], with u in [0, 15], g = k / group. table = {0, 1, ..., 15} for integer codes
