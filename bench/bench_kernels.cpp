@@ -1,5 +1,5 @@
 // Low-bit kernels side by side with float LibTorch in one process (`make bench`):
-//  - int8 Linear: float at::linear against BitLens's AVX512-VNNI GEMM (from float input to float
+//  - int8 Linear: float at::linear against BitLens's int8 GEMM (from float input to float
 //    output: quantization, GEMM, fused dequantization + bias; static and dynamic activation
 //    scales) and against LibTorch's at::_int_mm (oneDNN) with its separate scaling, on
 //    transformer shapes (M=128 K=768 N=3072, MiniLM-class M=1024 with hidden 384 / 1536) and
@@ -12,7 +12,9 @@
 //  - The roofline: peak fp32 FMA, int8 vpdpbusd and bf16 vdpbf16ps throughput on one and all
 //    cores, and a STREAM-like copy bandwidth.
 // Counters: ops_per_s (2 M N K per run) or bytes_per_s (weights read per run). Ratios matter;
-// scripts/run-bench prints them.
+// scripts/run-bench prints them. The own kernels run on the dispatch row of the ISA level in
+// force (BITLENS_ISA=avx2 measures what an AVX2 desktop runs; LibTorch keeps its own cpuid
+// dispatch); the level and the CPU are printed in the context header and named in each label.
 
 #include "kernels/lowbit.h"
 
@@ -27,6 +29,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <string>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -48,6 +51,26 @@ struct Int8Layer {
     float xScale = 0;
     std::int32_t xZero = 0;
 };
+
+/// The ISA level in force and the CPU in the benchmark context (header and JSON).
+const bool kIsaContext = [] {
+    std::string level = isaName(isaLevel());
+    if (!isaOverrideNote().empty())
+        level += " (" + isaOverrideNote() + ")";
+    benchmark::AddCustomContext("bitlens_isa_level", level);
+    benchmark::AddCustomContext("bitlens_cpu", cpuModelName());
+    return true;
+}();
+
+/// False, with the benchmark skipped, where only the scalar twin is left at this level.
+bool ownRow(benchmark::State& state, const KernelRow& row)
+{
+    if (row.isReference()) {
+        state.SkipWithError("no vector row at this ISA level");
+        return false;
+    }
+    return true;
+}
 
 const Int8Layer& int8Layer(std::int64_t m, std::int64_t k, std::int64_t n)
 {
@@ -89,13 +112,11 @@ void BM_LinearFloat(benchmark::State& state)
 }
 
 /// BitLens int8 Linear from float input: quantize (static scale, or per-tensor min/max of the
-/// batch when `dynamic`), VNNI GEMM, fused dequantization and bias.
+/// batch when `dynamic`), the int8 GEMM row in force, fused dequantization and bias.
 void BM_LinearInt8Bitlens(benchmark::State& state, bool dynamic)
 {
-    if (!cpuFeatures().avx512Vnni) {
-        state.SkipWithError("no AVX512-VNNI");
+    if (!ownRow(state, int8GemmKernel()))
         return;
-    }
     c10::InferenceMode guard;
     const auto [m, k, n] = std::make_tuple(state.range(0), state.range(1), state.range(2));
     const Int8Layer& l = int8Layer(m, k, n);
@@ -116,22 +137,21 @@ void BM_LinearInt8Bitlens(benchmark::State& state, bool dynamic)
         quantizeRowsU8(l.x.data_ptr<float>(), m, k, k, &inv, &zero, false, 0, 255, 0,
                        u.data_ptr<std::uint8_t>(), w.kPadded);
         const Int8Epilogue e{&scale, false, l.wScale.data_ptr<float>(), l.bias.data_ptr<float>()};
-        int8GemmVnniF32({u.data_ptr<std::uint8_t>(), m, w.kPadded, &zero, false}, w, e,
-                        y.data_ptr<float>());
+        int8GemmF32({u.data_ptr<std::uint8_t>(), m, w.kPadded, &zero, false}, w, e,
+                    y.data_ptr<float>());
         benchmark::DoNotOptimize(y.data_ptr());
     }
     setOps(state, m, k, n);
-    state.SetLabel(dynamic ? "bitlens vnni, dynamic uint8 acts" : "bitlens vnni, static uint8 acts");
+    state.SetLabel(std::string("bitlens ") + int8GemmKernel().name +
+                   (dynamic ? ", dynamic uint8 acts" : ", static uint8 acts"));
 }
 
 /// The GEMM alone on ready codes: BitLens's (with its fused float epilogue) and LibTorch's
 /// _int_mm (int32 out, then the scaling and bias as separate ops, as the engine ran it before).
 void BM_Int8GemmBitlens(benchmark::State& state)
 {
-    if (!cpuFeatures().avx512Vnni) {
-        state.SkipWithError("no AVX512-VNNI");
+    if (!ownRow(state, int8GemmKernel()))
         return;
-    }
     const auto [m, k, n] = std::make_tuple(state.range(0), state.range(1), state.range(2));
     const Int8Layer& l = int8Layer(m, k, n);
     const Int8PackedWeight& w = *l.packed;
@@ -140,12 +160,12 @@ void BM_Int8GemmBitlens(benchmark::State& state)
     const std::int32_t zero = l.xZero;
     const Int8Epilogue e{&l.xScale, false, l.wScale.data_ptr<float>(), l.bias.data_ptr<float>()};
     for (auto _ : state) {
-        int8GemmVnniF32({u.data_ptr<std::uint8_t>(), m, w.kPadded, &zero, false}, w, e,
-                        y.data_ptr<float>());
+        int8GemmF32({u.data_ptr<std::uint8_t>(), m, w.kPadded, &zero, false}, w, e,
+                    y.data_ptr<float>());
         benchmark::DoNotOptimize(y.data_ptr());
     }
     setOps(state, m, k, n);
-    state.SetLabel("bitlens vnni gemm + fused epilogue");
+    state.SetLabel(std::string("bitlens ") + int8GemmKernel().name + " gemm + fused epilogue");
 }
 
 void BM_Int8GemmTorch(benchmark::State& state)
@@ -237,10 +257,8 @@ void BM_GemvFloat(benchmark::State& state)
 
 void BM_GemvBitlens(benchmark::State& state, bool nf4, std::int64_t group)
 {
-    if (!cpuFeatures().avx512) {
-        state.SkipWithError("no AVX-512");
+    if (!ownRow(state, nibble4GemmKernel()))
         return;
-    }
     const std::int64_t m = state.range(0);
     const int layers = static_cast<int>(state.range(1));
     const auto& w = nibbleLayers(layers, group, nf4);
@@ -248,13 +266,13 @@ void BM_GemvBitlens(benchmark::State& state, bool nf4, std::int64_t group)
     at::Tensor y = at::empty({m, kGemvSize});
     for (auto _ : state)
         for (const auto& p : w) {
-            nibble4GemmAvx512(x.data_ptr<float>(), m, kGemvSize, p, y.data_ptr<float>());
+            nibble4Gemm(x.data_ptr<float>(), m, kGemvSize, p, y.data_ptr<float>());
             benchmark::DoNotOptimize(y.data_ptr());
         }
     const auto& p = w.front();
     setBytes(state, static_cast<double>(p.data.size() + 4 * p.scale.size() + 4 * p.offset.size()),
              layers);
-    state.SetLabel(std::string("bitlens avx512 ") + (nf4 ? "nf4" : "int4") + " g" +
+    state.SetLabel(std::string("bitlens ") + nibble4GemmKernel().name + (nf4 ? " nf4" : " int4") + " g" +
                    std::to_string(group));
 }
 
@@ -274,13 +292,12 @@ const std::vector<Nibble4VnniPackedWeight>& vnniLayers(int layers, std::int64_t 
     return v;
 }
 
-/// int4 with the activations quantized to int8 per group, vpdpbusd (kernels/lowbit.h).
+/// int4 with the activations quantized to int8 per group, the nibble4GemvQ8 row in force
+/// (kernels/lowbit.h).
 void BM_GemvBitlensVnni(benchmark::State& state, std::int64_t group)
 {
-    if (!cpuFeatures().avx512Vnni) {
-        state.SkipWithError("no AVX512-VNNI");
+    if (!ownRow(state, nibble4GemvQ8Kernel()))
         return;
-    }
     const std::int64_t m = state.range(0);
     const int layers = static_cast<int>(state.range(1));
     const auto& w = vnniLayers(layers, group);
@@ -288,13 +305,14 @@ void BM_GemvBitlensVnni(benchmark::State& state, std::int64_t group)
     at::Tensor y = at::empty({m, kGemvSize});
     for (auto _ : state)
         for (const auto& p : w) {
-            nibble4GemvVnni(x.data_ptr<float>(), m, kGemvSize, p, y.data_ptr<float>());
+            nibble4GemvQ8(x.data_ptr<float>(), m, kGemvSize, p, y.data_ptr<float>());
             benchmark::DoNotOptimize(y.data_ptr());
         }
     const auto& p = w.front();
     setBytes(state, static_cast<double>(p.data.size() + 4 * p.scale.size() + 4 * p.offset.size()),
              layers);
-    state.SetLabel("bitlens vnni int4 x int8-per-group g" + std::to_string(group));
+    state.SetLabel(std::string("bitlens ") + nibble4GemvQ8Kernel().name +
+                   " int4 x int8-per-group g" + std::to_string(group));
 }
 
 void BM_GemvTorchInt4(benchmark::State& state)

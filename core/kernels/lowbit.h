@@ -1,6 +1,6 @@
 #pragma once
 // Own low-bit kernels on raw pointers (no LibTorch types): the fast CPU versions (AVX-512,
-// core/kernels/cpu), their scalar `_ref` twins (core/kernels/ref) and the CUDA ones
+// AVX-VNNI and AVX2, core/kernels/cpu), their scalar `_ref` twins (core/kernels/ref) and the CUDA ones
 // (core/kernels/cuda). The real-kernel hook (quant/real_kernels.cpp) packs weights with these
 // and runs them; tests compare every fast kernel with its twin.
 //
@@ -14,6 +14,13 @@
 //   true sum is at most 255 * 128, so it stays inside int32 for K <= 65535; the subtraction may
 //   wrap in between but the result is exact (two's complement arithmetic).
 //   Epilogue to float: y[m, n] = float(acc) * (sx[m] * sw[n]) + bias[n].
+//   AVX-VNNI (256-bit VEX vpdpbusd) runs the same sum on the same packed bytes, 8 channels per
+//   32-byte load. Plain AVX2 has no exact u8 x s8 multiply-add: vpmaddubsw adds pairs into
+//   int16 with saturation, and 2 * 255 * -128 = -65280 is far outside int16. The AVX2 kernel
+//   therefore widens the activation codes to int16 once per GEMM and the packed weights on the
+//   fly (vpmovsxbw, shared by a tile's rows) and multiplies with vpmaddwd, whose pairs add into
+//   int32 (at most 65280 in magnitude): exact, the same integers as every other row, and no
+//   second packed copy of the weights (lowbit_avx2.cpp).
 //
 // Weight-only 4-bit (int4 / uint4 / NF4, group scales): w[n, k] = table[u[n, k]] * s[n, g] +
 //   mn[n, g], with u in [0, 15], g = k / group. table = {0, 1, ..., 15} for integer codes
@@ -121,6 +128,17 @@ void int8GemmVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int3
 /// The same with the float epilogue fused: y [M, N] row-major.
 void int8GemmVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
                      const Int8Epilogue& epilogue, float* y);
+/// acc [M, N] with AVX2 (requires cpuFeatures().avx2): u and w widened to int16, vpmaddwd into
+/// int32 (exact: vpmaddubsw would saturate, see lowbit_avx2.cpp). Threaded like int8GemmVnni.
+void int8GemmAvx2(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
+/// int8GemmAvx2 with the float epilogue fused.
+void int8GemmAvx2F32(const Int8Activations& x, const Int8PackedWeight& w,
+                     const Int8Epilogue& epilogue, float* y);
+/// acc [M, N] with the 256-bit VEX vpdpbusd (requires cpuFeatures().avxVnni), 8 channels per load.
+void int8GemmAvxVnni(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
+/// int8GemmAvxVnni with the float epilogue fused.
+void int8GemmAvxVnniF32(const Int8Activations& x, const Int8PackedWeight& w,
+                        const Int8Epilogue& epilogue, float* y);
 /// Scalar twin of int8GemmVnni, reading the same packed weights.
 void int8GemmRef(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
 /// Scalar twin of int8GemmVnniF32 (float arithmetic in the same order).
@@ -131,14 +149,21 @@ void int8GemmRefF32(const Int8Activations& x, const Int8PackedWeight& w,
 /// integer types: q = clamp(round_half_even(x * invScale[m]) + zeroPoint[m], qmin, qmax), NaN
 /// gives the code of 0 (zeroPoint), then stores u = q + shift (shift 128 for int8 codes, 0 for
 /// uint8). Bytes [K, ldu) are set to `shift + zeroPoint` (their weights are zero anyway).
-/// invScale / zeroPoint: [M], or one value when perRow is false. AVX-512 when present.
+/// invScale / zeroPoint: [M], or one value when perRow is false. AVX-512 or AVX2 when present.
 void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
                     const float* invScale, const std::int32_t* zeroPoint, bool perRow,
                     std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
                     std::int64_t ldu);
 /// min and max of x [count] (for dynamic activation scales); NaN anywhere gives NaN for both,
-/// as at::aminmax does. AVX-512 when present, threaded.
+/// as at::aminmax does. AVX-512 or AVX2 when present, threaded.
 void minMaxF32(const float* x, std::int64_t count, float* lo, float* hi);
+/// AVX2 row of quantizeRowsU8 (requires cpuFeatures().avx2), bit-identical to the twin.
+void quantizeRowsU8Avx2(const float* x, std::int64_t m, std::int64_t k, std::int64_t ldx,
+                        const float* invScale, const std::int32_t* zeroPoint, bool perRow,
+                        std::int32_t qmin, std::int32_t qmax, std::int32_t shift, std::uint8_t* u,
+                        std::int64_t ldu);
+/// AVX2 row of minMaxF32 (requires cpuFeatures().avx2), threaded.
+void minMaxF32Avx2(const float* x, std::int64_t count, float* lo, float* hi);
 /// Scalar twin of minMaxF32.
 void minMaxF32Ref(const float* x, std::int64_t count, float* lo, float* hi);
 /// Scalar twin of quantizeRowsU8.
@@ -182,6 +207,10 @@ Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std
 /// cpuFeatures().avx512); rows of x are taken eight at a time. Multithreaded over N.
 void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
                        const Nibble4PackedWeight& w, float* y);
+/// The same on AVX2 + FMA (requires cpuFeatures().avx2): two vpermps on the halves of the
+/// 16-entry table and a blend on the code's bit 3; rows of x four at a time.
+void nibble4GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx,
+                     const Nibble4PackedWeight& w, float* y);
 /// Scalar twin (double accumulation: the exact value of the same formula, to check the fast
 /// kernels' float rounding against).
 void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
@@ -237,9 +266,12 @@ Nibble4VnniPackedWeight packNibble4Vnni(const std::uint8_t* u, std::int64_t n, s
                                         const float* offset);
 
 /// One row of activations quantized per group as described above: q [kPadded] (0 beyond K),
-/// d [groups], xsum [groups]. AVX-512 when present (bit-identical to the scalar twin).
+/// d [groups], xsum [groups]. AVX-512 or AVX2 when present (bit-identical to the scalar twin).
 void quantizeGroupsQ8(const float* x, std::int64_t k, std::int64_t kPadded, std::int64_t group,
                       std::int8_t* q, float* d, float* xsum);
+/// AVX2 row of quantizeGroupsQ8 (requires cpuFeatures().avx2), bit-identical to the twin.
+void quantizeGroupsQ8Avx2(const float* x, std::int64_t k, std::int64_t kPadded,
+                          std::int64_t group, std::int8_t* q, float* d, float* xsum);
 /// Scalar twin of quantizeGroupsQ8.
 void quantizeGroupsQ8Ref(const float* x, std::int64_t k, std::int64_t kPadded,
                          std::int64_t group, std::int8_t* q, float* d, float* xsum);
@@ -248,6 +280,13 @@ void quantizeGroupsQ8Ref(const float* x, std::int64_t k, std::int64_t kPadded,
 /// AVX512-VNNI (requires cpuFeatures().avx512Vnni); threads over panels of output channels.
 void nibble4GemvVnni(const float* x, std::int64_t m, std::int64_t ldx,
                      const Nibble4VnniPackedWeight& w, float* y);
+/// nibble4GemvVnni on AVX2 (requires cpuFeatures().avx2): vpmaddubsw, exact since a code is at
+/// most 15 and |q| at most 127 (a pair <= 3810); the same float steps, equal bit for bit.
+void nibble4GemvQ8Avx2(const float* x, std::int64_t m, std::int64_t ldx,
+                       const Nibble4VnniPackedWeight& w, float* y);
+/// nibble4GemvVnni on AVX-VNNI (requires cpuFeatures().avxVnni), equal bit for bit.
+void nibble4GemvQ8AvxVnni(const float* x, std::int64_t m, std::int64_t ldx,
+                          const Nibble4VnniPackedWeight& w, float* y);
 /// Scalar twin: the same float operations in the same order (equal bit for bit).
 void nibble4GemvVnniRef(const float* x, std::int64_t m, std::int64_t ldx,
                         const Nibble4VnniPackedWeight& w, float* y);
@@ -267,19 +306,20 @@ struct KernelRow {
     bool isReference() const { return level == IsaLevel::Scalar; }
 };
 
-/// The int8 GEMM's row now: "avx512-vnni" or "scalar".
+/// The int8 GEMM's row now: "avx512-vnni", "avx-vnni", "avx2" or "scalar" (an AVX-512 CPU
+/// without VNNI takes the AVX-VNNI or AVX2 row).
 KernelRow int8GemmKernel();
 /// int8GemmVnni or whichever row int8GemmKernel() names (the same integers, exactly).
 void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t* acc);
 /// int8GemmVnniF32 or whichever row int8GemmKernel() names.
 void int8GemmF32(const Int8Activations& x, const Int8PackedWeight& w,
                  const Int8Epilogue& epilogue, float* y);
-/// The float-activation 4-bit GEMM's row now: "avx512" or "scalar".
+/// The float-activation 4-bit GEMM's row now: "avx512", "avx2" or "scalar".
 KernelRow nibble4GemmKernel();
 /// nibble4GemmAvx512 or whichever row nibble4GemmKernel() names.
 void nibble4Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Nibble4PackedWeight& w,
                  float* y);
-/// The int8-activation 4-bit GEMV's row now: "avx512-vnni" or "scalar".
+/// The int8-activation 4-bit GEMV's row now: "avx512-vnni", "avx-vnni", "avx2" or "scalar".
 KernelRow nibble4GemvQ8Kernel();
 /// nibble4GemvVnni or whichever row nibble4GemvQ8Kernel() names (equal bit for bit).
 void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,

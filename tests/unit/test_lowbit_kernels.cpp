@@ -1,7 +1,7 @@
 // The low-bit kernels against their scalar `_ref` twins (kernels/lowbit.h), at every ISA level
 // this CPU supports (each dispatching entry point runs the row of that level), over sizes
-// that straddle the vector widths (16 int32 / float lanes, 4-byte VNNI groups, 6-row tiles,
-// 64-channel panels, 32-element nibble chunks). int8: exact; float: tight tolerance. The twins
+// that straddle the vector widths (8 and 16 int32 / float lanes, 4-byte VNNI groups, 6-row
+// tiles, 64-channel panels, 32-element nibble chunks). int8: exact; float: tight tolerance. The twins
 // themselves are checked against LibTorch (an int64 matmul, a float64 matmul of the dequantized
 // weights) and against quant::quantize().
 
@@ -23,7 +23,7 @@ using bitlens::testing::AtIsaLevel;
 
 namespace {
 
-const std::vector<std::int64_t> kSizes = {1, 3, 15, 16, 17, 63, 64, 65, 128, 131};
+const std::vector<std::int64_t> kSizes = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 131};
 
 at::Generator seeded(std::uint64_t seed) { return at::detail::createCPUGenerator(seed); }
 
@@ -74,7 +74,7 @@ TEST_P(Int8GemmAtIsa, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
     std::mt19937 rng(7);
     std::uint64_t seed = 100;
     for (std::int64_t m : kSizes) {
-        for (std::int64_t k : {1, 15, 16, 17, 63, 64, 65, 128, 131}) {
+        for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 128, 131}) {
             const std::int64_t n = kSizes[rng() % kSizes.size()];
             SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
                          std::to_string(n));
@@ -146,7 +146,7 @@ TEST_P(QuantizeRowsAtIsa, MatchesQuantizeBitForBitIncludingTiesNanAndInf)
 {
     std::uint64_t seed = 200;
     for (std::int64_t m : {1, 5}) {
-        for (std::int64_t k : {1, 15, 16, 17, 33, 100}) {
+        for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100}) {
             at::Tensor x = at::randn({m, k}, seeded(seed++)) * 3.0;
             // Ties at scale 0.5: 0.25 -> 0.5 -> 0 and 0.75 -> 1.5 -> 2 (half to even).
             x[0][0] = 0.25f;
@@ -249,7 +249,7 @@ TEST_P(Nibble4GemmAtIsa, MatchesTheReferenceToFloatRounding)
     SCOPED_TRACE(std::string("4-bit GEMM row ") + nibble4GemmKernel().name);
     std::mt19937 rng(11);
     std::uint64_t seed = 400;
-    for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
+    for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 131, 1023}) {
         for (std::int64_t group : {32, 64, 128}) {
             for (bool nf4 : {false, true}) {
                 const Nibble4Case c{static_cast<std::int64_t>(rng() % 11) + 1, k,
@@ -343,7 +343,7 @@ BITLENS_AT_EVERY_ISA_LEVEL(QuantizeGroupsAtIsa);
 TEST_P(QuantizeGroupsAtIsa, RoundsEachGroupToItsOwnScaleAndTheFastPathIsBitIdentical)
 {
     std::uint64_t seed = 700;
-    for (std::int64_t k : {1, 15, 16, 17, 31, 32, 33, 64, 65, 100, 257}) {
+    for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 127, 257}) {
         for (std::int64_t group : {32, 64}) {
             SCOPED_TRACE("K " + std::to_string(k) + " group " + std::to_string(group));
             at::Tensor x = at::randn({k}, seeded(seed++)) * 3;
@@ -468,7 +468,7 @@ TEST_P(Nibble4GemvQ8AtIsa, EqualsTheReferenceBitForBit)
     SCOPED_TRACE(std::string("4-bit x int8 GEMV row ") + nibble4GemvQ8Kernel().name);
     std::mt19937 rng(21);
     std::uint64_t seed = 900;
-    for (std::int64_t k : {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 128, 131, 1023}) {
+    for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 131, 1023}) {
         for (std::int64_t group : {32, 64, 128}) {
             for (bool offsets : {false, true}) {
                 const std::int64_t m = static_cast<std::int64_t>(rng() % 4) + 1;
@@ -502,7 +502,8 @@ BITLENS_AT_EVERY_ISA_LEVEL(MinMaxAtIsa);
 TEST_P(MinMaxAtIsa, MatchesAminmaxOverSizesAroundTheVectorWidthAndThreadSplits)
 {
     std::uint64_t seed = 1000;
-    for (std::int64_t count : {0, 1, 15, 16, 17, 33, 16383, 16384, 16385, 100001, 300000}) {
+    for (std::int64_t count : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 16383, 16384, 16385, 100001,
+                               300000}) {
         SCOPED_TRACE("count " + std::to_string(count));
         const at::Tensor x = at::randn({count}, seeded(seed++)) * 5 + 1;
         float lo = 0, hi = 0, loRef = 0, hiRef = 0;
@@ -556,9 +557,27 @@ TEST_P(DispatchAtIsa, EveryRowNeedsNoMoreThanTheLevelInForceAndTheFeaturesFollow
     }
     if (level == IsaLevel::Avx512 && hw.avx512)
         EXPECT_STREQ(nibble4GemmKernel().name, "avx512");
+    // An AVX-512 CPU without VNNI (Skylake-X) runs the int8 kernels on the 256-bit rows.
+    if (level == IsaLevel::Avx512 && hw.avx512 && !hw.avx512Vnni) {
+        EXPECT_STREQ(int8GemmKernel().name, hw.avxVnni ? "avx-vnni" : "avx2");
+        EXPECT_STREQ(nibble4GemvQ8Kernel().name, hw.avxVnni ? "avx-vnni" : "avx2");
+    }
+    // The AVX2 rows are what an AVX2 desktop runs: proven to be taken (and so tested above)
+    // when the level is lowered to avx2 on any AVX2 machine, this one included.
+    if (level == IsaLevel::Avx2 && hw.avx2) {
+        EXPECT_STREQ(int8GemmKernel().name, "avx2");
+        EXPECT_STREQ(nibble4GemmKernel().name, "avx2");
+        EXPECT_STREQ(nibble4GemvQ8Kernel().name, "avx2");
+    }
+    if (level == IsaLevel::AvxVnni && hw.avxVnni) {
+        EXPECT_STREQ(int8GemmKernel().name, "avx-vnni");
+        EXPECT_STREQ(nibble4GemmKernel().name, "avx2");
+        EXPECT_STREQ(nibble4GemvQ8Kernel().name, "avx-vnni");
+    }
     if (level == IsaLevel::Scalar) {
         EXPECT_STREQ(int8GemmKernel().name, "scalar");
         EXPECT_STREQ(nibble4GemmKernel().name, "scalar");
+        EXPECT_STREQ(nibble4GemvQ8Kernel().name, "scalar");
     }
 }
 

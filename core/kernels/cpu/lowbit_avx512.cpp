@@ -1,5 +1,6 @@
 // AVX-512 low-bit kernels (kernels/lowbit.h): the int8 GEMM on vpdpbusd (AVX512-VNNI), the
-// activation quantizer, and the 4-bit weight-only GEMV / GEMM. Only the functions marked
+// activation quantizer, and the 4-bit weight-only GEMV / GEMM. The quantizers' entry points
+// here also pick the AVX2 rows (lowbit_avx2.cpp) below AVX-512. Only the functions marked
 // BITLENS_AVX512 use AVX-512; callers check cpuFeatures() first, so the library still runs on
 // CPUs without it (the hook then keeps LibTorch's kernels).
 
@@ -480,6 +481,8 @@ void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t
             quantizeRowsAvx512(x, begin, end, k, ldx, invScale, zeroPoint, perRow, qmin, qmax,
                                shift, u, ldu);
         });
+    else if (cpuFeatures().avx2)
+        quantizeRowsU8Avx2(x, m, k, ldx, invScale, zeroPoint, perRow, qmin, qmax, shift, u, ldu);
     else
         quantizeRowsU8Ref(x, m, k, ldx, invScale, zeroPoint, perRow, qmin, qmax, shift, u, ldu);
 }
@@ -487,7 +490,10 @@ void quantizeRowsU8(const float* x, std::int64_t m, std::int64_t k, std::int64_t
 void minMaxF32(const float* x, std::int64_t count, float* lo, float* hi)
 {
     if (!cpuFeatures().avx512) {
-        minMaxF32Ref(x, count, lo, hi);
+        if (cpuFeatures().avx2)
+            minMaxF32Avx2(x, count, lo, hi);
+        else
+            minMaxF32Ref(x, count, lo, hi);
         return;
     }
     // At most 8 parts of at least 16k floats: enough for the threads, few reductions.
@@ -557,6 +563,8 @@ void quantizeGroupsQ8(const float* x, std::int64_t k, std::int64_t kPadded, std:
 {
     if (cpuFeatures().avx512)
         quantizeGroupsAvx512(x, k, kPadded, group, q, d, xsum);
+    else if (cpuFeatures().avx2)
+        quantizeGroupsQ8Avx2(x, k, kPadded, group, q, d, xsum);
     else
         quantizeGroupsQ8Ref(x, k, kPadded, group, q, d, xsum);
 }

@@ -1,6 +1,7 @@
 // Kernel dispatch (kernels/lowbit.h): each operation's rows, highest ISA level first, the scalar
 // reference last. A row is taken when the features in force (cpuFeatures(), capped by
-// BITLENS_ISA) have what it needs.
+// BITLENS_ISA) have what it needs. Rows are picked by feature, not by level alone: an AVX-512
+// CPU without VNNI (Skylake-X) runs the int8 GEMM on its AVX2 row (or AVX-VNNI's where present).
 
 #include "kernels/lowbit.h"
 
@@ -11,6 +12,10 @@ KernelRow int8GemmKernel()
     const CpuFeatures f = cpuFeatures();
     if (f.avx512Vnni)
         return {IsaLevel::Avx512, "avx512-vnni"};
+    if (f.avxVnni)
+        return {IsaLevel::AvxVnni, "avx-vnni"};
+    if (f.avx2)
+        return {IsaLevel::Avx2, "avx2"};
     return {IsaLevel::Scalar, "scalar"};
 }
 
@@ -18,6 +23,8 @@ void int8Gemm(const Int8Activations& x, const Int8PackedWeight& w, std::int32_t*
 {
     switch (int8GemmKernel().level) {
     case IsaLevel::Avx512: int8GemmVnni(x, w, acc); return;
+    case IsaLevel::AvxVnni: int8GemmAvxVnni(x, w, acc); return;
+    case IsaLevel::Avx2: int8GemmAvx2(x, w, acc); return;
     default: int8GemmRef(x, w, acc); return;
     }
 }
@@ -27,14 +34,19 @@ void int8GemmF32(const Int8Activations& x, const Int8PackedWeight& w,
 {
     switch (int8GemmKernel().level) {
     case IsaLevel::Avx512: int8GemmVnniF32(x, w, epilogue, y); return;
+    case IsaLevel::AvxVnni: int8GemmAvxVnniF32(x, w, epilogue, y); return;
+    case IsaLevel::Avx2: int8GemmAvx2F32(x, w, epilogue, y); return;
     default: int8GemmRefF32(x, w, epilogue, y); return;
     }
 }
 
 KernelRow nibble4GemmKernel()
 {
-    if (cpuFeatures().avx512)
+    const CpuFeatures f = cpuFeatures();
+    if (f.avx512)
         return {IsaLevel::Avx512, "avx512"};
+    if (f.avx2)
+        return {IsaLevel::Avx2, "avx2"};
     return {IsaLevel::Scalar, "scalar"};
 }
 
@@ -43,14 +55,20 @@ void nibble4Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Nibble4
 {
     switch (nibble4GemmKernel().level) {
     case IsaLevel::Avx512: nibble4GemmAvx512(x, m, ldx, w, y); return;
+    case IsaLevel::Avx2: nibble4GemmAvx2(x, m, ldx, w, y); return;
     default: nibble4GemmRef(x, m, ldx, w, y); return;
     }
 }
 
 KernelRow nibble4GemvQ8Kernel()
 {
-    if (cpuFeatures().avx512Vnni)
+    const CpuFeatures f = cpuFeatures();
+    if (f.avx512Vnni)
         return {IsaLevel::Avx512, "avx512-vnni"};
+    if (f.avxVnni)
+        return {IsaLevel::AvxVnni, "avx-vnni"};
+    if (f.avx2)
+        return {IsaLevel::Avx2, "avx2"};
     return {IsaLevel::Scalar, "scalar"};
 }
 
@@ -59,6 +77,8 @@ void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
 {
     switch (nibble4GemvQ8Kernel().level) {
     case IsaLevel::Avx512: nibble4GemvVnni(x, m, ldx, w, y); return;
+    case IsaLevel::AvxVnni: nibble4GemvQ8AvxVnni(x, m, ldx, w, y); return;
+    case IsaLevel::Avx2: nibble4GemvQ8Avx2(x, m, ldx, w, y); return;
     default: nibble4GemvVnniRef(x, m, ldx, w, y); return;
     }
 }
