@@ -5,6 +5,7 @@
 #include "export/report_json.h"
 #include "quant/engine.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -72,7 +73,7 @@ int exportQuantized(const Args& args, const QuantInputs& in, const quant::Quanti
         exporting::VerifyOptions options;
         options.device = in.device;
         Progress verifyProgress = stderrProgress(quiet);
-        auto v = exporting::verifyExport(out, *format, model, *data, options, verifyProgress);
+        auto v = exporting::verifyExport(written->path, *format, model, *data, options, verifyProgress);
         if (!v)
             return fail(v.error());
         verified = *v;
@@ -83,9 +84,20 @@ int exportQuantized(const Args& args, const QuantInputs& in, const quant::Quanti
         (*report)["export"] = exporting::exportToJson(*written, verified);
     if (verified && !verified->ok) {
         // The report (written by the caller) keeps the numbers; the exit code says it failed.
-        return fail(exporting::mismatchError(out, *verified));
+        return fail(exporting::mismatchError(written->path, *verified));
     }
     return 0;
+}
+
+void removeExported(const json& exported)
+{
+    std::error_code ec;
+    if (exported.contains("path") && exported["path"].is_string())
+        std::filesystem::remove(exported["path"].get<std::string>(), ec);
+    if (exported.contains("folder_files"))
+        for (const auto& f : exported["folder_files"])
+            if (f.is_string())
+                std::filesystem::remove(f.get<std::string>(), ec);
 }
 
 int cmdExport(const Args& args)
@@ -132,8 +144,11 @@ int cmdExport(const Args& args)
     }
     const int code = exportQuantized(args, *in, prepared, &report);
     if (args.has("--report") && report.contains("export"))
-        if (auto r = writeJson(args.get("--report"), report); !r)
+        if (auto r = writeJson(args.get("--report"), report); !r) {
+            // A command that fails leaves no new output: the exported files go too.
+            removeExported(report["export"]);
             return fail(r.error());
+        }
     if (args.has("--json") && report.contains("export"))
         std::cout << report["export"].dump(2) << "\n";
     return code;

@@ -53,7 +53,7 @@ commands:
   info MODEL [--json]                layers, shapes, parameters
   eval MODEL [--data DATA] [--limit N] [--seq-len N] [--tokens N] [--device cpu|cuda] [--json]
                                      task metric (top-1, perplexity, embedding cosine)
-  run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda]
+  run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda] [--scheme SCHEME [--calib DATA]]
                                      run the model, write each output as DIR/<name>.npy
   quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
            [--out FILE.onnx [--verify]]
@@ -416,7 +416,8 @@ std::string fileNameFor(const std::string& value)
 int cmdRun(const Args& args)
 {
     if (args.positional.size() != 1 || !args.has("--input") || !args.has("--out"))
-        return fail(Error::usage("usage: bitlens-cli run MODEL --input X.npy[,Y.npy...] --out DIR"));
+        return fail(Error::usage("usage: bitlens-cli run MODEL --input X.npy[,Y.npy...] --out DIR "
+                                 "[--scheme SCHEME [--calib DATA] [--limit N]]"));
     auto modelArg = resolveModel(args.positional[0], args.has("--quiet"));
     if (!modelArg)
         return fail(modelArg.error());
@@ -438,7 +439,32 @@ int cmdRun(const Args& args)
             return fail(t.error());
         inputs.push_back(*t);
     }
-    exec::Executor executor(graph, exec::ExecOptions{*device});
+    // With --scheme: the quantized model as the app simulates it (the same prepare as every
+    // other command, calibrated on --calib or the zoo's data), e.g. to compare a runtime that
+    // loads an export with BitLens's own quantized outputs.
+    std::optional<quant::QuantizedModel> prepared;
+    std::optional<QuantInputs> quantInputs;
+    if (args.has("--scheme")) {
+        auto scheme = requireScheme(args, "run MODEL --input X.npy[,Y.npy...] --out DIR "
+                                          "[--scheme SCHEME [--calib DATA] [--limit N]]");
+        if (!scheme)
+            return fail(scheme.error());
+        auto in = loadQuantInputs(args, false, scheme->calibSamples);
+        if (!in)
+            return fail(in.error());
+        quantInputs = std::move(in).value();
+        Progress progress = stderrProgress(args.has("--quiet"));
+        auto p = train::prepareScheme(quantInputs->model->graph(), *scheme,
+                                      quantInputs->calib ? &*quantInputs->calib : nullptr,
+                                      progress);
+        if (!p)
+            return fail(p.error());
+        prepared = std::move(p).value();
+    }
+    const ir::Graph& runGraph = prepared ? prepared->graph : graph;
+    exec::Executor executor(runGraph, exec::ExecOptions{*device});
+    if (prepared)
+        executor.addHook(quant::makeQuantHook(*prepared));
     auto outputs = executor.run(inputs);
     if (!outputs) {
         Error e = outputs.error();

@@ -205,15 +205,33 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
         }
         if (cancel.cancelled())
             return Error::cancelled();
-        progress.report(0.1, "writing " + path);
-        auto written = writeCompressedTensors(model, path);
+        // A folder (an existing one, a name ending in '/', or a name without an extension)
+        // becomes a Hugging Face model folder with its weights in model.safetensors.
+        std::error_code ec;
+        const std::filesystem::path target(path);
+        std::string file = path;
+        if (std::filesystem::is_directory(target, ec) || (!path.empty() && path.back() == '/') ||
+            !target.has_extension()) {
+            const std::filesystem::path parent = target.lexically_normal().parent_path();
+            if (!std::filesystem::is_directory(target, ec)) {
+                if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+                    return Error::badInput(path, "cannot write: folder " + parent.string() +
+                                                     " does not exist");
+                std::filesystem::create_directory(target, ec);
+                if (ec)
+                    return Error::runtime("cannot create folder: " + ec.message(), path);
+            }
+            file = (target / "model.safetensors").string();
+        }
+        progress.report(0.1, "writing " + file);
+        auto written = writeCompressedTensors(model, file, source.modelPath);
         if (!written)
             return written.error();
         ExportResult result;
         result.format = format;
-        result.path = path;
-        std::error_code ec;
-        result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+        result.path = file;
+        result.folderFiles = written->folderFiles;
+        result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
         for (const auto& [name, lq] : model.layers)
             (lq.config.keepFloat ? result.floatLayers : result.quantizedLayers) += 1;
         result.notes = written->notes;
@@ -603,6 +621,8 @@ nlohmann::json exportToJson(const ExportResult& result, const std::optional<Veri
                         {"float_layers", result.floatLayers},
                         {"notes", result.notes},
                         {"verify", nullptr}};
+    if (!result.folderFiles.empty())
+        j["folder_files"] = result.folderFiles;
     if (verify) {
         auto metric = [](const std::optional<analysis::MetricValue>& m) {
             return m ? number(m->value) : nlohmann::json(nullptr);

@@ -39,6 +39,9 @@ struct ExportResult {
     int quantizedLayers = 0;         ///< layers written with quantized weights
     int floatLayers = 0;             ///< planned layers kept in float
     std::vector<std::string> notes;  ///< what the writer adapted, per layer (safetensors)
+    /// safetensors: config.json and the tokenizer / generation files written beside the
+    /// weights (the Hugging Face model folder)
+    std::vector<std::string> folderFiles;
 };
 
 /// Checks, before any calibration, that `format` can hold `scheme` (Unsupported naming the

@@ -211,8 +211,36 @@ at::Tensor dequantizeModule(const at::Tensor& q, const at::Tensor& scale, const 
 
 } // namespace
 
+fs::path hfSourceFolder(const std::string& modelPath)
+{
+    if (modelPath.empty())
+        return {};
+    std::error_code ec;
+    const fs::path p(modelPath);
+    const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
+    if (dir.empty() || !fs::is_regular_file(dir / "config.json", ec))
+        return {};
+    if (!fs::is_directory(p, ec)) {
+        const std::string ext = p.extension().string();
+        if (ext != ".safetensors" && ext != ".json")
+            return {};
+    }
+    return dir;
+}
+
+const std::vector<std::string>& hfCompanionFiles()
+{
+    static const std::vector<std::string> names = {
+        "tokenizer.json",         "tokenizer_config.json", "special_tokens_map.json",
+        "vocab.txt",              "vocab.json",            "merges.txt",
+        "tokenizer.model",        "added_tokens.json",     "generation_config.json",
+        "preprocessor_config.json", "chat_template.jinja"};
+    return names;
+}
+
 Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedModel& model,
-                                                        const std::string& path)
+                                                        const std::string& path,
+                                                        const std::string& sourceModelPath)
 {
     try {
         c10::InferenceMode guard;
@@ -278,14 +306,31 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
             if (!placed)
                 groups.push_back({group, {module}});
         }
+        // Exported from a Hugging Face folder, the file keeps that folder's tensor names: the
+        // executor's own constants ("const.*") stay out, and source tensors the graph does not
+        // use (a BERT pooler, position ids) are carried over as they are, so from_pretrained
+        // finds every parameter it expects.
+        const fs::path hfSource = hfSourceFolder(sourceModelPath);
         for (const auto& [name, value] : model.graph.initializers) {
             if (consumed.count(name))
+                continue;
+            if (!hfSource.empty() && name.rfind("const.", 0) == 0)
                 continue;
             if (tensors.count(name))
                 return Error::unsupported(path, "initializer '" + name +
                                                     "' collides with a quantized tensor name");
             at::Tensor t = value.detach().to(at::kCPU);
             tensors[name] = at::isFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t;
+        }
+
+        if (!hfSource.empty()) {
+            auto original = io::readSafetensors(hfSource.string());
+            if (original) {
+                for (const auto& [name, value] : original->tensors)
+                    if (!tensors.count(name) && !consumed.count(name) &&
+                        !model.graph.initializer(name))
+                        tensors[name] = value;
+            }
         }
 
         json configGroups = json::object();
@@ -313,16 +358,26 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         if (!written)
             return written.error();
 
-        // config.json beside the weights: keep what a model folder already has there.
+        // A Hugging Face model folder: the source model's config.json with quantization_config
+        // merged in (else what a folder already has there), and its tokenizer and generation
+        // files, so transformers' from_pretrained and vLLM load the folder as it is.
         const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
         summary.configPath = (dir / "config.json").string();
+        const fs::path source = hfSourceFolder(sourceModelPath);
+        std::error_code ec;
+        const bool sameFolder = !source.empty() && fs::equivalent(source, dir, ec);
         json cfg = json::object();
-        {
-            std::ifstream in(summary.configPath);
-            if (in) {
-                json existing = json::parse(in, nullptr, false);
-                if (!existing.is_discarded() && existing.is_object())
-                    cfg = std::move(existing);
+        for (const fs::path& candidate :
+             {source.empty() ? fs::path() : source / "config.json", dir / "config.json"}) {
+            if (candidate.empty())
+                continue;
+            std::ifstream in(candidate);
+            if (!in)
+                continue;
+            json existing = json::parse(in, nullptr, false);
+            if (!existing.is_discarded() && existing.is_object()) {
+                cfg = std::move(existing);
+                break;
             }
         }
         cfg[kConfigKey] = config;
@@ -330,6 +385,24 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         auto cfgWritten = io::writeFileAtomic(summary.configPath, text.data(), text.size());
         if (!cfgWritten)
             return cfgWritten.error();
+        summary.folderFiles.push_back(summary.configPath);
+        if (!source.empty() && !sameFolder) {
+            for (const std::string& name : hfCompanionFiles()) {
+                if (!fs::is_regular_file(source / name, ec))
+                    continue;
+                auto bytes = io::readFileBytes((source / name).string());
+                if (!bytes)
+                    return bytes.error();
+                const std::string target = (dir / name).string();
+                if (auto w = io::writeFileAtomic(target, *bytes); !w)
+                    return w.error();
+                summary.folderFiles.push_back(target);
+            }
+        }
+        if (fs::path(path).filename() != "model.safetensors")
+            summary.notes.push_back("transformers loads a folder's weights from model.safetensors: "
+                                    "name the file so (or give --out a folder) to load " +
+                                    dir.string() + " with from_pretrained");
         return summary;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("export failed: ") + e.what_without_backtrace(), path);

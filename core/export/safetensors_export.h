@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,18 @@ struct CompressedTensorsSummary {
     std::int64_t quantizedLayers = 0;
     std::int64_t tensors = 0;                ///< tensors in the file
     std::vector<std::string> notes;          ///< what was adapted, per layer
+    /// Files written beside the weights: config.json, then the source's tokenizer and
+    /// generation files (the Hugging Face model folder).
+    std::vector<std::string> folderFiles;
 };
+
+/// The folder holding the Hugging Face files of a model opened from `modelPath` (the folder
+/// itself, or the folder of a .safetensors file or shard index with config.json beside it), or
+/// an empty path for models from elsewhere.
+std::filesystem::path hfSourceFolder(const std::string& modelPath);
+/// The tokenizer, generation and preprocessing files a Hugging Face folder may hold besides
+/// config.json and the weights, copied into an export folder.
+const std::vector<std::string>& hfCompanionFiles();
 
 /// Writes `model` to `path` (a .safetensors file, atomically) with the quantization_config in
 /// its __metadata__, and writes (or updates the "quantization_config" of) config.json in the
@@ -52,7 +64,8 @@ struct CompressedTensorsSummary {
 /// layout for (nf4, fp4_e2m1, fp8_e5m2) and for SmoothQuant layers (their input divisor has no
 /// place in the format).
 Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedModel& model,
-                                                        const std::string& path);
+                                                        const std::string& path,
+                                                        const std::string& sourceModelPath = {});
 
 /// Reads a compressed-tensors safetensors file back to float32: every quantized weight is
 /// dequantized ((q - zero_point) * scale, as BitLens quantizes) and put back in its layer's own

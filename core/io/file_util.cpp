@@ -1,5 +1,7 @@
 #include "io/file_util.h"
 
+#include "io/mapped_file.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -41,33 +43,11 @@ Result<std::vector<std::uint8_t>> readFileBytes(const std::string& path)
 
 Result<void> writeFileAtomic(const std::string& path, const void* data, std::size_t size)
 {
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec))
-        return Error::badInput(path, "cannot write: folder " + dir.string() + " does not exist");
-    std::random_device rd;
-    const fs::path tmp = dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()));
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out)
-            return Error::runtime(std::string("cannot create file: ") + std::strerror(errno), path);
-        if (size > 0)
-            out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-        out.flush();
-        if (!out) {
-            out.close();
-            fs::remove(tmp, ec);
-            return Error::runtime("write failed (disk full?)", path);
-        }
-    }
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        std::error_code ignored;
-        fs::remove(tmp, ignored);
-        return Error::runtime("cannot replace file: " + ec.message(), path);
-    }
-    return {};
+    auto writer = AtomicFileWriter::create(path);
+    if (!writer)
+        return writer.error();
+    (*writer)->write(data, size);
+    return (*writer)->commit();
 }
 
 Result<void> writeFileAtomic(const std::string& path, const std::vector<std::uint8_t>& bytes)

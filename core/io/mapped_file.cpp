@@ -3,7 +3,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <chrono>
+#include <cstdlib>
 #include <random>
+
+#include <csignal>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -55,6 +59,53 @@ MappedFile::~MappedFile()
         ::munmap(m_data, m_size);
 }
 
+namespace {
+
+/// ".NAME.tmp<pid>-<random>": the staging name of a write to NAME by process <pid>.
+std::string stagingPrefix(const fs::path& target) { return "." + target.filename().string() + ".tmp"; }
+
+/// Removes staging files of `target` that no live writer owns: ones whose process is gone (a
+/// kill between writing and the rename), and ones of the older ".NAME.tmp<random>" form that
+/// have not been touched for ten minutes.
+void removeStaleStaging(const fs::path& dir, const fs::path& target)
+{
+    const std::string prefix = stagingPrefix(target);
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        const std::string rest = name.substr(prefix.size());
+        const auto dash = rest.find('-');
+        bool stale = false;
+        if (dash != std::string::npos && dash > 0 &&
+            rest.find_first_not_of("0123456789") == dash) {
+            const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+            stale = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+        } else if (!rest.empty() && rest.find_first_not_of("0123456789") == std::string::npos) {
+            std::error_code tec;
+            const auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), tec);
+            stale = !tec && age > std::chrono::minutes(10);
+        }
+        if (stale) {
+            std::error_code rec;
+            fs::remove(it->path(), rec);
+        }
+    }
+}
+
+/// fsync of a folder, so a rename in it survives a power cut.
+void syncFolder(const fs::path& dir)
+{
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+} // namespace
+
 Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::string& path)
 {
     const fs::path target(path);
@@ -62,11 +113,14 @@ Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::st
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
         return Error::badInput(path, "cannot write: folder " + dir.string() + " does not exist");
+    removeStaleStaging(dir, target);
     std::random_device rd;
     std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter());
     writer->m_path = path;
-    writer->m_tmp =
-        (dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()))).string();
+    writer->m_dir = dir.string();
+    writer->m_tmp = (dir / (stagingPrefix(target) + std::to_string(::getpid()) + "-" +
+                            std::to_string(rd())))
+                        .string();
     writer->m_file = std::fopen(writer->m_tmp.c_str(), "wb");
     if (!writer->m_file)
         return Error::runtime(std::string("cannot create file: ") + std::strerror(errno), path);
@@ -103,7 +157,9 @@ void AtomicFileWriter::pad(std::size_t count)
 
 Result<void> AtomicFileWriter::commit()
 {
-    const bool flushed = std::fflush(m_file) == 0;
+    // Flushed and fsynced before the rename, the folder after it: the file is either the old
+    // one or the whole new one, even across a crash.
+    const bool flushed = std::fflush(m_file) == 0 && ::fsync(::fileno(m_file)) == 0;
     const bool closed = std::fclose(m_file) == 0;
     m_file = nullptr;
     std::error_code ec;
@@ -117,6 +173,7 @@ Result<void> AtomicFileWriter::commit()
         fs::remove(m_tmp, ignored);
         return Error::runtime("cannot replace file: " + ec.message(), m_path);
     }
+    syncFolder(m_dir);
     return {};
 }
 

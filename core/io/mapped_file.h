@@ -37,8 +37,10 @@ private:
     std::size_t m_size = 0;
 };
 
-/// Writes a file piece by piece into a temporary file beside `path`; commit() renames it into
-/// place. Destroyed without commit() (an error on the way), it removes the temporary file.
+/// Writes a file piece by piece into a staging file beside `path` (".NAME.tmp<pid>-<random>");
+/// commit() fsyncs it, renames it into place and fsyncs the folder. Destroyed without commit()
+/// (an error on the way), it removes the staging file. create() also removes staging files of
+/// the same target that a killed writer left.
 class AtomicFileWriter {
 public:
     /// Opens the temporary file; Runtime error when the folder is missing or not writable.
@@ -60,6 +62,7 @@ private:
     AtomicFileWriter() = default;
     std::string m_path;
     std::string m_tmp;
+    std::string m_dir;
     std::FILE* m_file = nullptr;
     std::uint64_t m_offset = 0;
     bool m_failed = false;
