@@ -4,6 +4,8 @@
 
 #include "io/dataset.h"
 
+#include "io/file_util.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -245,8 +247,14 @@ Result<Loaded> loadAny(const std::string& path, const std::vector<std::string>& 
 {
     std::error_code ec;
     const auto status = fs::status(path, ec);
-    if (ec || !fs::exists(status))
+    if (ec || !fs::exists(status)) {
+        if (auto ok = checkOpenable(path, PathKind::FileOrFolder); !ok &&
+            ok.error().message != "cannot open file: no such file")
+            return ok.error();
         return Error::badInput(path, "no such file or folder");
+    }
+    if (auto ok = checkOpenable(path, PathKind::FileOrFolder); !ok)
+        return ok.error();
 
     if (fs::is_directory(status)) {
         std::vector<std::string> idxFiles;

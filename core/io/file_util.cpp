@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include <sys/stat.h>
+
 namespace bitlens::io {
 
 namespace fs = std::filesystem;
@@ -17,14 +19,35 @@ namespace {
 constexpr std::uintmax_t kMaxFileBytes = 16ull << 30;
 }
 
+Result<void> checkOpenable(const std::string& path, PathKind kind)
+{
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT)
+            return Error::badInput(path, "cannot open file: no such file");
+        return Error::badInput(path, std::string("cannot open file: ") + std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (kind == PathKind::FileOrFolder)
+            return {};
+        return Error::badInput(path, "is a directory, expected a file");
+    }
+    if (S_ISREG(st.st_mode))
+        return {};
+    // Opening a FIFO with no writer blocks forever; a device may be endless.
+    const char* what = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                              : "not a file";
+    return Error::badInput(path, std::string("is ") + what + ", not a regular file");
+}
+
 Result<std::vector<std::uint8_t>> readFileBytes(const std::string& path)
 {
+    if (auto ok = checkOpenable(path); !ok)
+        return ok.error();
     std::error_code ec;
-    const auto status = fs::status(path, ec);
-    if (ec || !fs::exists(status))
-        return Error::badInput(path, "cannot open file: no such file");
-    if (fs::is_directory(status))
-        return Error::badInput(path, "is a directory, expected a file");
     const std::uintmax_t size = fs::file_size(path, ec);
     if (ec)
         return Error::badInput(path, "cannot read file size: " + ec.message());

@@ -1,5 +1,7 @@
 #include "io/mapped_file.h"
 
+#include "io/file_util.h"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,7 +22,11 @@ namespace fs = std::filesystem;
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path)
 {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (auto ok = checkOpenable(path); !ok)
+        return ok.error();
+    // O_NONBLOCK: should the path become a FIFO between the check and the open, open() returns
+    // instead of waiting for a writer; on a regular file it changes nothing.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return Error::badInput(path, "cannot open file: no such file");
@@ -32,9 +38,10 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path)
         ::close(fd);
         return Error::badInput(path, std::string("cannot read file size: ") + std::strerror(err));
     }
-    if (S_ISDIR(st.st_mode)) {
+    if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        return Error::badInput(path, "is a directory, expected a file");
+        return Error::badInput(path, S_ISDIR(st.st_mode) ? "is a directory, expected a file"
+                                                         : "is not a regular file");
     }
     std::shared_ptr<MappedFile> file(new MappedFile());
     file->m_path = path;

@@ -8,9 +8,34 @@ int exitCode(ErrorCode code)
                                         : static_cast<int>(code);
 }
 
+namespace {
+
+/// `text` with control bytes (a NUL in a GGUF key, an escape sequence in a file name) written as
+/// \xNN, so a message is never cut at a NUL nor drives the terminal; newlines, tabs and UTF-8
+/// stay as they are.
+std::string printable(const std::string& text)
+{
+    static const char* kHex = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            out += "\\x";
+            out += kHex[c >> 4];
+            out += kHex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 std::string Error::describe() const
 {
-    std::string text = path.empty() ? message : path + ": " + message;
+    std::string text = printable(path.empty() ? message : path + ": " + message);
     if (offset)
         text += " (at byte " + std::to_string(*offset) + ")";
     return text;

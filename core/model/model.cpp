@@ -303,8 +303,8 @@ Result<std::shared_ptr<Model>> openModel(const std::string& path, Progress& prog
                                          const CancelToken& cancel)
 {
     std::error_code ec;
-    if (!fs::exists(path, ec))
-        return Error::badInput(path, "cannot open file: no such file");
+    if (auto ok = io::checkOpenable(path, io::PathKind::FileOrFolder); !ok)
+        return ok.error();
     const bool folder = fs::is_directory(path, ec);
     if (folder && !fs::is_regular_file(fs::path(path) / "config.json", ec))
         return Error::badInput(path, "is a folder without config.json; expected a model file "

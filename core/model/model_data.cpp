@@ -18,8 +18,32 @@ Result<io::Dataset> loadModelData(const Model& model, const std::string& path,
 {
     if (options.limit < 0 || options.seqLen < 0 || options.maxTokens < 0)
         return Error::usage("sample, sequence and token limits must not be negative");
-    if (!text::isTextDataPath(path))
-        return io::loadDataset(path, split, options.limit, progress, cancel);
+    if (!text::isTextDataPath(path)) {
+        auto data = io::loadDataset(path, split, options.limit, progress, cancel);
+        if (!data)
+            return data;
+        // Checked here, on the file's own shape: the executor would only see a batch of it
+        // (a 1-D array of 784 values is 784 samples of nothing, not one image).
+        const auto& inputs = model.graph().inputs;
+        if (inputs.size() == 1 && data->size() > 0 && !inputs[0].shape.empty()) {
+            const auto& want = inputs[0].shape;
+            bool fits = data->inputs.dim() == static_cast<std::int64_t>(want.size());
+            for (std::size_t d = 1; fits && d < want.size(); ++d)
+                fits = want[d] < 0 || want[d] == data->inputs.size(static_cast<std::int64_t>(d));
+            if (!fits) {
+                std::string got = "[";
+                for (std::int64_t d = 0; d < data->inputs.dim(); ++d)
+                    got += (d ? ", " : "") + std::to_string(data->inputs.size(d));
+                std::string expected = "[N";
+                for (std::size_t d = 1; d < want.size(); ++d)
+                    expected += ", " + (want[d] < 0 ? std::string("?") : std::to_string(want[d]));
+                return Error::badInput(path, "holds an array of shape " + got +
+                                                 "]; the model expects " + expected +
+                                                 "] for input '" + inputs[0].name + "'");
+            }
+        }
+        return data;
+    }
 
     const auto& tokenizer = model.tokenizer();
     if (!tokenizer)

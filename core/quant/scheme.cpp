@@ -538,8 +538,8 @@ Result<Scheme> parseScheme(const std::string& spec)
         return Error::usage("empty scheme (presets: static-int8, w4-int4, ...)");
     std::error_code ec;
     if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") {
-        if (!std::filesystem::exists(spec, ec))
-            return Error::badInput(spec, "cannot open file: no such file");
+        if (auto ok = io::checkOpenable(spec); !ok)
+            return ok.error();
         return parseJsonFile(spec);
     }
     return parseInline(spec);

@@ -89,6 +89,10 @@ expect nan-calib-message grep -q "^error: $tmp/nan.npy: contains NaN at sample 1
 "$py" -c "import numpy as np; np.save('$tmp/wrong.npy', np.random.rand(20,3,28,28).astype('f4'))"
 check wrong-shape-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/wrong.npy"
 expect wrong-shape-message grep -q "the model expects \[N, 1, 28, 28\]" "$tmp/err"
+# A 1-D array is named with its own shape, not the shape of a batch cut from it.
+"$py" -c "import numpy as np; np.save('$tmp/flat.npy', np.random.rand(784).astype('f4'))"
+check flat-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/flat.npy"
+expect flat-message grep -q "^error: $tmp/flat.npy: holds an array of shape \[784\]; the model expects \[N, 1, 28, 28\]" "$tmp/err"
 "$py" -c "import numpy as np; np.save('$tmp/empty.npy', np.zeros((0,1,28,28),'f4'))"
 check empty-calib 3 "$cli" quantize fashion-cnn --scheme static-int8 --calib "$tmp/empty.npy"
 expect empty-calib-message grep -q "^error: $tmp/empty.npy: holds no samples; calibration needs inputs shaped \[N, 1, 28, 28\]" "$tmp/err"
