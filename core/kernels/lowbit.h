@@ -211,6 +211,11 @@ void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
 /// 16-entry table and a blend on the code's bit 3; rows of x four at a time.
 void nibble4GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx,
                      const Nibble4PackedWeight& w, float* y);
+/// xsum [M, groups] = the float sum of each row's elements per scale group (in k order; the
+/// last group runs to kPadded), the term the offsets multiply; empty when `w` has no offsets.
+/// Shared by every row of the float-activation 4-bit GEMM.
+AlignedArray<float> nibble4GroupSums(const float* x, std::int64_t m, std::int64_t ldx,
+                                     const Nibble4PackedWeight& w);
 /// Scalar twin (double accumulation: the exact value of the same formula, to check the fast
 /// kernels' float rounding against).
 void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,

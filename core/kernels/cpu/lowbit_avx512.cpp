@@ -531,18 +531,7 @@ void nibble4GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx,
         throw std::runtime_error("nibble4GemmAvx512: this CPU has no AVX-512");
     if (ldx < w.kPadded)
         throw std::invalid_argument("nibble4GemmAvx512: activation rows shorter than padded K");
-    AlignedArray<float> xsum;
-    if (w.offset.size()) {
-        xsum = AlignedArray<float>(static_cast<std::size_t>(m * w.groups));
-        for (std::int64_t r = 0; r < m; ++r)
-            for (std::int64_t g = 0; g < w.groups; ++g) {
-                float s = 0.0f;
-                const std::int64_t end = g + 1 == w.groups ? w.kPadded : (g + 1) * w.group;
-                for (std::int64_t k = g * w.group; k < end; ++k)
-                    s += x[r * ldx + k];
-                xsum[static_cast<std::size_t>(r * w.groups + g)] = s;
-            }
-    }
+    const AlignedArray<float> xsum = nibble4GroupSums(x, m, ldx, w);
     // 32 output channels per task at least: enough work to amortise a task.
     at::parallel_for(0, w.n, 32, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t m0 = 0; m0 < m; m0 += kNibbleRows) {

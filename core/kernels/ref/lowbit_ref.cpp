@@ -198,6 +198,24 @@ Nibble4PackedWeight packNibble4Weight(const std::uint8_t* u, std::int64_t n, std
     return p;
 }
 
+AlignedArray<float> nibble4GroupSums(const float* x, std::int64_t m, std::int64_t ldx,
+                                     const Nibble4PackedWeight& w)
+{
+    AlignedArray<float> xsum;
+    if (!w.offset.size())
+        return xsum;
+    xsum = AlignedArray<float>(static_cast<std::size_t>(m * w.groups));
+    for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t g = 0; g < w.groups; ++g) {
+            float s = 0.0f;
+            const std::int64_t end = g + 1 == w.groups ? w.kPadded : (g + 1) * w.group;
+            for (std::int64_t k = g * w.group; k < end; ++k)
+                s += x[r * ldx + k];
+            xsum[static_cast<std::size_t>(r * w.groups + g)] = s;
+        }
+    return xsum;
+}
+
 void nibble4GemmRef(const float* x, std::int64_t m, std::int64_t ldx,
                     const Nibble4PackedWeight& w, float* y)
 {
