@@ -609,7 +609,7 @@ enum class Defect {
     DeepGroups,
     NoGraph,
     NoDefaultOpset,
-    Opset12,
+    Opset6,
     NegativeDim,
     RawDataTooShort,
     FloatDataTooShort,
@@ -652,7 +652,7 @@ Bytes makeDefect(Defect defect)
     case Defect::DeepGroups: return Bytes(300, 0x0B);
     case Defect::NoGraph: return {0x08, 0x08};
     case Defect::NoDefaultOpset: m.opsetDomain = "com.microsoft"; break;
-    case Defect::Opset12: m.opset = 12; break;
+    case Defect::Opset6: m.opset = 6; break;
     case Defect::NegativeDim: w.dims = {4, -4}; break;
     case Defect::RawDataTooShort:
         m.initializers.push_back(tensorSpec("conv1.weight", {32, 1, 3, 3}, 1, Bytes(288)));
@@ -707,8 +707,8 @@ const std::vector<DefectCase>& defectCases()
          "no graph in the file (is it an ONNX model?)"},
         {Defect::NoDefaultOpset, "no default opset", ErrorCode::BadInput,
          "the model imports no opset for the default ONNX domain"},
-        {Defect::Opset12, "opset 12", ErrorCode::Unsupported,
-         "opset 12 is not supported; BitLens reads ONNX opset 13 and later (re-export the model "
+        {Defect::Opset6, "opset 6", ErrorCode::Unsupported,
+         "opset 6 is not supported; BitLens reads ONNX opset 7 and later (re-export the model "
          "with a newer opset)"},
         {Defect::NegativeDim, "negative dim", ErrorCode::BadInput,
          "tensor 'w' has a negative dimension in shape [4, -4]"},
@@ -735,7 +735,7 @@ const std::vector<DefectCase>& defectCases()
         {Defect::DuplicateInitializer, "duplicate initializer", ErrorCode::BadInput,
          "initializer 'w' appears twice"},
         {Defect::UnknownOp, "unknown op", ErrorCode::Unsupported,
-         "unsupported op 'NonMaxSuppression' in node 'nms_1'"},
+         "unsupported op 'NonMaxSuppression' (opset 17) in node 'nms_1'"},
         {Defect::ForeignDomain, "foreign domain", ErrorCode::Unsupported,
          "unsupported op 'Relu' from domain 'com.microsoft' in node 'act'"},
         {Defect::GraphAttribute, "graph attribute", ErrorCode::Unsupported,
