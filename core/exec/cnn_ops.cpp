@@ -121,8 +121,8 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
     const std::string mode = node.attrs.getString("mode", "nearest");
     const std::string coord = node.attrs.getString("coordinate_transformation_mode", "half_pixel");
     const std::string nearestMode = node.attrs.getString("nearest_mode", "round_prefer_floor");
-    if (mode != "nearest" && mode != "linear")
-        fail(node, "mode '" + mode + "' is not supported (nearest and linear are)");
+    if (mode != "nearest" && mode != "linear" && mode != "cubic")
+        fail(node, "mode '" + mode + "' is not supported (nearest, linear and cubic are)");
     if (coord == "tf_crop_and_resize")
         fail(node, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
     if (node.attrs.getInt("antialias", 0) != 0)
@@ -177,9 +177,12 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
         if (outSize <= 0 || inSize <= 0)
             fail(node, "resizes dimension " + std::to_string(d) + " from " +
                            std::to_string(inSize) + " to " + std::to_string(outSize));
-        std::vector<std::int64_t> lo(static_cast<std::size_t>(outSize));
-        std::vector<std::int64_t> hi(static_cast<std::size_t>(outSize));
-        std::vector<float> frac(static_cast<std::size_t>(outSize), 0.0f);
+        // Each output element is a weighted sum of `taps` input elements along this axis:
+        // 1 (nearest), 2 (linear) or 4 (cubic).
+        const std::size_t taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+        const auto outCount = static_cast<std::size_t>(outSize);
+        std::vector<std::vector<std::int64_t>> index(taps, std::vector<std::int64_t>(outCount));
+        std::vector<std::vector<float>> weight(taps, std::vector<float>(outCount, 1.0f));
         const float inF = static_cast<float>(inSize);
         const float outF = static_cast<float>(outSize);
         for (std::int64_t o = 0; o < outSize; ++o) {
@@ -214,30 +217,59 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
                     r = std::ceil(src);
                 else
                     fail(node, "nearest_mode '" + nearestMode + "' is not supported");
-                lo[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, inSize - 1);
-                continue;
+                index[0][k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, inSize - 1);
+            } else if (mode == "linear") {
+                // Clamp into the input, as onnxruntime does before weighting.
+                src = std::clamp(src, 0.0f, inF - 1.0f);
+                index[0][k] = std::min<std::int64_t>(static_cast<std::int64_t>(src), inSize - 1);
+                index[1][k] = std::min<std::int64_t>(index[0][k] + 1, inSize - 1);
+                weight[1][k] = src - static_cast<float>(index[0][k]);
+                weight[0][k] = 1.0f - weight[1][k];
+            } else {
+                // Cubic convolution (Keys) with coefficient a over the 4 nearest inputs; taps
+                // outside the input repeat the edge, or with exclude_outside get weight 0 and
+                // the rest are renormalized.
+                const float a = static_cast<float>(node.attrs.getFloat("cubic_coeff_a", -0.75));
+                const bool exclude = node.attrs.getInt("exclude_outside", 0) != 0;
+                const float base = std::floor(src);
+                const float t = src - base;
+                const float dist[4] = {t + 1.0f, t, 1.0f - t, 2.0f - t};
+                float total = 0.0f;
+                for (std::size_t j = 0; j < 4; ++j) {
+                    const float u = dist[j];
+                    float c = u <= 1.0f ? ((a + 2.0f) * u - (a + 3.0f)) * u * u + 1.0f
+                                        : ((a * u - 5.0f * a) * u + 8.0f * a) * u - 4.0f * a;
+                    const auto pos =
+                        static_cast<std::int64_t>(base) - 1 + static_cast<std::int64_t>(j);
+                    if (exclude && (pos < 0 || pos >= inSize))
+                        c = 0.0f;
+                    index[j][k] = std::clamp<std::int64_t>(pos, 0, inSize - 1);
+                    weight[j][k] = c;
+                    total += c;
+                }
+                if (exclude && total != 0.0f)
+                    for (std::size_t j = 0; j < 4; ++j)
+                        weight[j][k] /= total;
             }
-            // Linear: clamp into the input, as onnxruntime does before weighting.
-            src = std::clamp(src, 0.0f, inF - 1.0f);
-            lo[k] = std::min<std::int64_t>(static_cast<std::int64_t>(src), inSize - 1);
-            hi[k] = std::min<std::int64_t>(lo[k] + 1, inSize - 1);
-            frac[k] = src - static_cast<float>(lo[k]);
         }
         const auto longOpts = at::TensorOptions().dtype(at::kLong);
-        const at::Tensor loIdx = at::tensor(lo, longOpts).to(x.device());
-        if (mode == "nearest") {
-            x = x.index_select(d, loIdx);
-            continue;
-        }
         std::vector<std::int64_t> view(static_cast<std::size_t>(rank), 1);
         view[static_cast<std::size_t>(d)] = outSize;
-        const at::Tensor w = at::tensor(frac, at::TensorOptions().dtype(at::kFloat))
-                                 .to(x.device())
-                                 .to(x.scalar_type())
-                                 .reshape(view);
-        const at::Tensor a = x.index_select(d, loIdx);
-        const at::Tensor b = x.index_select(d, at::tensor(hi, longOpts).to(x.device()));
-        x = a * (1 - w) + b * w;
+        at::Tensor sum;
+        for (std::size_t j = 0; j < taps; ++j) {
+            const at::Tensor picked =
+                x.index_select(d, at::tensor(index[j], longOpts).to(x.device()));
+            if (taps == 1) {
+                sum = picked;
+                break;
+            }
+            const at::Tensor w = at::tensor(weight[j], at::TensorOptions().dtype(at::kFloat))
+                                     .to(x.device())
+                                     .to(x.scalar_type())
+                                     .reshape(view);
+            sum = j == 0 ? picked * w : sum + picked * w;
+        }
+        x = sum;
     }
     return x;
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace bitlens::io::onnx_import {
@@ -252,7 +253,8 @@ Result<void> Importer::batchNorm(Node node)
         // y = (x - mean) / sqrt(var + epsilon) * scale + B; [C, D1, ...] broadcasts against
         // [N, C, D1, ...] from the right.
         const auto& in = node.inputs;
-        const std::string eps = floatConstant(node, "epsilon", node.attrs.getFloat("epsilon", 1e-5));
+        const std::string eps =
+            floatConstant(node, "epsilon", node.attrs.getFloat("epsilon", 1e-5));
         const std::string centered = emit(node, "sub", OpKind::Sub, {in[0], in[3]});
         const std::string varEps = emit(node, "var_eps", OpKind::Add, {in[4], eps});
         const std::string stddev = emit(node, "sqrt", OpKind::Sqrt, {varEps});
@@ -293,9 +295,46 @@ Result<void> Importer::upsample(Node node)
         return unsupported(node, "mode '" + mode + "' is not supported");
     node.attrs.set("mode", mode);
     node.attrs.set("coordinate_transformation_mode", std::string("asymmetric"));
-    if (mode == "nearest")
-        node.attrs.set("nearest_mode", std::string("floor"));
     node.inputs = {node.inputs[0], std::string(), scales};
+    if (mode != "nearest") {
+        m_graph.nodes.push_back(std::move(node));
+        return {};
+    }
+    // Nearest before opset 11 takes the floor of i / scale where it enlarges and the ceiling
+    // where it shrinks (onnxruntime's reading of the old operators). Nearest resizing is
+    // separable, so with constant scales that shrink some axes and enlarge others it becomes
+    // two Resizes: the shrinking axes (ceil), then the enlarging ones (floor). Scales that are
+    // computed at run time are taken to enlarge, as Upsample requires.
+    const at::Tensor* constScales = m_graph.initializer(scales);
+    std::vector<float> values;
+    if (constScales != nullptr) {
+        const at::Tensor c = constScales->to(at::kFloat).contiguous().reshape({-1});
+        values.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    }
+    const bool shrinks = std::any_of(values.begin(), values.end(), [](float v) { return v < 1; });
+    const bool enlarges = std::any_of(values.begin(), values.end(), [](float v) { return v > 1; });
+    if (shrinks) {
+        std::vector<float> down = values;
+        for (float& v : down)
+            v = std::min(v, 1.0f);
+        Node first = node;
+        first.name = node.name + (enlarges ? "/shrink" : "");
+        first.attrs.set("nearest_mode", std::string("ceil"));
+        first.inputs[2] = constant(node, enlarges ? "scales_shrink" : "scales_nearest",
+                                   at::tensor(down, at::TensorOptions().dtype(at::kFloat)));
+        if (!enlarges) {
+            m_graph.nodes.push_back(std::move(first));
+            return {};
+        }
+        first.outputs = {m_names.fresh(node.name + "/shrunk")};
+        m_graph.nodes.push_back(first);
+        for (float& v : values)
+            v = std::max(v, 1.0f);
+        node.inputs[0] = first.outputs[0];
+        node.inputs[2] = constant(node, "scales_enlarge",
+                                  at::tensor(values, at::TensorOptions().dtype(at::kFloat)));
+    }
+    node.attrs.set("nearest_mode", std::string("floor"));
     m_graph.nodes.push_back(std::move(node));
     return {};
 }

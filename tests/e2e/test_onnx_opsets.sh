@@ -45,7 +45,8 @@ for opset, op, name in [(6, "Relu", "old"), (9, "Hardmax", "nohardmax")]:
     open(f"{d}/{name}.onnx", "wb").write(m.SerializeToString())
 PY
 check refuse-opset6 4 "$cli" info "$tmp/old.onnx"
-expect refuse-opset6-says grep -q "opset 6 is not supported; BitLens reads ONNX opset 7 and later" "$tmp/err"
+expect refuse-opset6-says \
+  grep -q "opset 6 is not supported; BitLens reads ONNX opset 7 and later" "$tmp/err"
 check refuse-op 4 "$cli" info "$tmp/nohardmax.onnx"
 expect refuse-op-says grep -q "unsupported op 'Hardmax' (opset 9) in node 'n1'" "$tmp/err"
 

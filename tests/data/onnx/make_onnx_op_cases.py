@@ -86,6 +86,8 @@ case("pad_constant_value_op13", 13, [node("Pad", ["x", "p", "v"], ["y"])], [("x"
      [("y", F)], [("p", ints([0, 1, 1, 1, 0, 0, 1, 1])), ("v", np.float32(-2.0))])
 case("pad_negative_op13", 13, [node("Pad", ["x", "p"], ["y"])], [("x", X4)], [("y", F)],
      [("p", ints([0, 0, -1, 2, 0, 0, 1, -2]))])
+case("pad_wrap_op19", 19, [node("Pad", ["x", "p"], ["y"], mode="wrap")], [("x", X4)],
+     [("y", F)], [("p", ints([0, 0, 2, 3, 0, 0, 1, 4]))])
 case("pad_axes_reflect_op18", 18, [node("Pad", ["x", "p", "", "a"], ["y"], mode="reflect")],
      [("x", X4)], [("y", F)], [("p", ints([2, 1, 1, 2])), ("a", ints([2, -1]))])
 
@@ -142,6 +144,29 @@ case("resize_nearest_op10", 10, [node("Resize", ["x", "s"], ["y"])], [("x", XS)]
      [("s", np.array([1, 1, 3, 2], np.float32))])
 case("resize_linear_op10", 10, [node("Resize", ["x", "s"], ["y"], mode="linear")], [("x", XS)],
      [("y", F)], [("s", np.array([1, 1, 2, 2], np.float32))])
+case("resize_nearest_shrink_op10", 10, [node("Resize", ["x", "s"], ["y"])],
+     [("x", randn(1, 2, 8, 8))], [("y", F)], [("s", np.array([1, 1, 0.5, 0.75], np.float32))])
+case("resize_nearest_shrink_and_enlarge_op10", 10, [node("Resize", ["x", "s"], ["y"])],
+     [("x", randn(1, 2, 8, 5))], [("y", F)], [("s", np.array([1, 1, 0.75, 2.5], np.float32))])
+case("resize_linear_shrink_op10", 10, [node("Resize", ["x", "s"], ["y"], mode="linear")],
+     [("x", randn(1, 2, 8, 8))], [("y", F)], [("s", np.array([1, 1, 0.5, 0.75], np.float32))])
+case("resize_nearest_tf_half_pixel_op13", 13,
+     [node("Resize", ["x", "", "s"], ["y"], coordinate_transformation_mode="tf_half_pixel_for_nn")],
+     [("x", XS)], [("y", F)], [("s", np.array([1, 1, 1.5, 2], np.float32))])
+case("resize_linear_half_pixel_symmetric_op19", 19,
+     [node("Resize", ["x", "", "s"], ["y"], mode="linear",
+           coordinate_transformation_mode="half_pixel_symmetric")], [("x", XS)], [("y", F)],
+     [("s", np.array([1, 1, 1.7, 2.3], np.float32))])
+case("resize_cubic_half_pixel_op13", 13, [node("Resize", ["x", "", "s"], ["y"], mode="cubic")],
+     [("x", XS)], [("y", F)], [("s", np.array([1, 1, 2, 1.5], np.float32))])
+case("resize_cubic_exclude_outside_op11", 11,
+     [node("Resize", ["x", "roi", "s"], ["y"], mode="cubic", cubic_coeff_a=-0.5,
+           exclude_outside=1, coordinate_transformation_mode="align_corners")], [("x", XS)],
+     [("y", F)], [("roi", np.zeros(0, np.float32)), ("s", np.array([1, 1, 1.5, 2], np.float32))])
+case("resize_cubic_pytorch_down_op13", 13,
+     [node("Resize", ["x", "", "s"], ["y"], mode="cubic",
+           coordinate_transformation_mode="pytorch_half_pixel")], [("x", randn(1, 2, 8, 9))],
+     [("y", F)], [("s", np.array([1, 1, 0.5, 0.7], np.float32))])
 case("resize_linear_align_corners_sizes_op11", 11,
      [node("Resize", ["x", "roi", "s", "sz"], ["y"], mode="linear",
            coordinate_transformation_mode="align_corners")], [("x", XS)], [("y", F)],
@@ -281,6 +306,14 @@ case("depthtospace_crd_op13", 13, [node("DepthToSpace", ["x"], ["y"], blocksize=
 case("spacetodepth_op7", 7, [node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
      [("x", randn(1, 2, 4, 6))], [("y", F)])
 case("globalmaxpool_op7", 7, [node("GlobalMaxPool", ["x"], ["y"])], [("x", X4)], [("y", F)])
+
+# ---- The newest opsets: ops whose definitions did not change read the same --------------
+case("flatten_op24", 24, [node("Flatten", ["x"], ["y"], axis=1)], [("x", X4)], [("y", F)])
+case("unsqueeze_op25", 25, [node("Unsqueeze", ["x", "a"], ["y"])], [("x", X4)], [("y", F)],
+     [("a", ints([-1]))])
+case("conv_hardswish_op22", 22,
+     [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("HardSwish", ["c"], ["y"])],
+     [("x", X4)], [("y", F)], [("w", randn(4, 3, 3, 3))])
 
 with open(os.path.join(OUT, "cases.txt"), "w") as f:
     f.write("\n".join(CASES) + "\n")
