@@ -172,20 +172,28 @@ Result<void> Importer::append(Node node)
         // say nothing else, and opset 13 has no such attributes.
         node.attrs.erase("ratio");
         node.attrs.erase("is_test");
-        // Before opset 10 the mask has the input's type (float models: float32), not bool,
-        // and onnxruntime, the reference, fills it with zeros at inference: Cast the all-true
-        // bool mask to float32 and subtract it from itself.
-        if (m_opset < 10 && node.outputs.size() > 1 && !node.outputs[1].empty()) {
+        // At inference onnxruntime, the reference, gives an all-false mask before opset 12
+        // (float zeros before 10, where the mask has the input's type; float32 models assumed)
+        // and an all-true one from 12: the executor's mask is all true, so older files get
+        // it cast to float32 and subtracted from itself (then cast back to bool for 10-11).
+        if (m_opset < 12 && node.outputs.size() > 1 && !node.outputs[1].empty()) {
             const std::string mask = node.outputs[1];
-            node.outputs[1] = m_names.fresh(node.name + "/mask_bool");
-            const std::string boolMask = node.outputs[1];
+            node.outputs[1] = m_names.fresh(node.name + "/mask_kept");
+            const std::string kept = node.outputs[1];
             Node named;
             named.name = node.name;
             m_graph.nodes.push_back(std::move(node));
-            ir::Attributes to;
-            to.set("to", static_cast<std::int64_t>(ir::DType::Float32));
-            const std::string ones = emit(named, "mask_float", OpKind::Cast, {boolMask}, to);
-            emit(named, "mask", OpKind::Sub, {ones, ones}, {}, mask);
+            ir::Attributes toFloat;
+            toFloat.set("to", static_cast<std::int64_t>(ir::DType::Float32));
+            const std::string ones = emit(named, "mask_float", OpKind::Cast, {kept}, toFloat);
+            if (m_opset < 10) {
+                emit(named, "mask", OpKind::Sub, {ones, ones}, {}, mask);
+                return {};
+            }
+            const std::string zeros = emit(named, "mask_zero", OpKind::Sub, {ones, ones});
+            ir::Attributes toBool;
+            toBool.set("to", static_cast<std::int64_t>(ir::DType::Bool));
+            emit(named, "mask", OpKind::Cast, {zeros}, toBool, mask);
             return {};
         }
         break;

@@ -213,6 +213,10 @@ case("batchnorm_op15", 15, [node("BatchNormalization", ["x", "sc", "b", "m", "v"
      [("x", X4)], [("y", F)], BN)
 case("dropout_ratio_mask_op7", 7, [node("Dropout", ["x"], ["y", "mask"], ratio=0.3)],
      [("x", X4)], [("y", F), ("mask", F)])
+case("dropout_mask_op10", 10, [node("Dropout", ["x"], ["y", "mask"])], [("x", X4)],
+     [("y", F), ("mask", TensorProto.BOOL)])
+case("dropout_mask_op13", 13, [node("Dropout", ["x"], ["y", "mask"])], [("x", X4)],
+     [("y", F), ("mask", TensorProto.BOOL)])
 case("dropout_ratio_input_op12", 12, [node("Dropout", ["x", "r"], ["y"])], [("x", X4)],
      [("y", F)], [("r", np.float32(0.2))])
 X3 = randn(2, 3, 4)
