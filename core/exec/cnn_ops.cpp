@@ -217,7 +217,8 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
                     r = std::ceil(src);
                 else
                     fail(node, "nearest_mode '" + nearestMode + "' is not supported");
-                index[0][k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, inSize - 1);
+                // Clamped as a float first: converting an out-of-range float is undefined.
+                index[0][k] = static_cast<std::int64_t>(std::clamp(r, 0.0f, inF - 1.0f));
             } else if (mode == "linear") {
                 // Clamp into the input, as onnxruntime does before weighting.
                 src = std::clamp(src, 0.0f, inF - 1.0f);
@@ -231,8 +232,10 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
                 // the rest are renormalized.
                 const float a = static_cast<float>(node.attrs.getFloat("cubic_coeff_a", -0.75));
                 const bool exclude = node.attrs.getInt("exclude_outside", 0) != 0;
-                const float base = std::floor(src);
-                const float t = src - base;
+                // Beyond 2 past either edge every tap is outside; clamping there keeps the
+                // float-to-integer conversion defined.
+                const float base = std::floor(std::clamp(src, -3.0f, inF + 2.0f));
+                const float t = std::clamp(src - base, 0.0f, 1.0f);
                 const float dist[4] = {t + 1.0f, t, 1.0f - t, 2.0f - t};
                 float total = 0.0f;
                 for (std::size_t j = 0; j < 4; ++j) {
