@@ -483,7 +483,7 @@ at::Tensor runVariadic(const Node& node, const std::vector<at::Tensor>& in)
 bool isCnnOp(OpKind op)
 {
     return static_cast<int>(op) >= static_cast<int>(OpKind::Clip) &&
-           static_cast<int>(op) <= static_cast<int>(OpKind::LogSoftmax);
+           static_cast<int>(op) <= static_cast<int>(OpKind::LRN);
 }
 
 std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>& in)
@@ -576,6 +576,24 @@ std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>
     case OpKind::LogSoftmax: {
         const at::Tensor& x = need(node, in, 0);
         return {at::log_softmax(x, normAxis(node, node.attrs.getInt("axis", -1), x.dim()))};
+    }
+    case OpKind::LRN: {
+        // y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size - 1) / 2),
+        // c + ceil((size - 1) / 2)])^beta, the window cut at the edges.
+        const at::Tensor& x = need(node, in, 0);
+        const std::int64_t size = node.attrs.getInt("size", 0);
+        if (size < 1 || x.dim() < 3)
+            fail(node, "needs size >= 1 and an [N, C, ...] input, got " + std::to_string(size) +
+                           " and " + shapeText(x.sizes()));
+        const double alpha = node.attrs.getFloat("alpha", 1e-4);
+        const double beta = node.attrs.getFloat("beta", 0.75);
+        const double bias = node.attrs.getFloat("bias", 1.0);
+        std::vector<std::int64_t> pad(static_cast<std::size_t>(2 * (x.dim() - 1)), 0);
+        // constant_pad_nd lists the last dimension first: channel padding goes last.
+        pad[pad.size() - 2] = (size - 1) / 2;
+        pad[pad.size() - 1] = size - 1 - (size - 1) / 2;
+        const at::Tensor sums = at::constant_pad_nd(x * x, pad, 0.0).unfold(1, size, 1).sum(-1);
+        return {x / at::pow(sums * (alpha / static_cast<double>(size)) + bias, beta)};
     }
     default: break;
     }

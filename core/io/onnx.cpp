@@ -946,9 +946,11 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
                            inQuotes(raw.domain) + " in " + label);
     if (raw.opType == "Constant")
         return addConstant(raw, graph);
-    // Upsample (deprecated in opset 10) is read as the Resize it became.
-    const auto op = raw.opType == "Upsample" ? std::optional(ir::OpKind::Resize)
-                                             : ir::opKindFromName(raw.opType);
+    // Upsample (deprecated in opset 10) is read as the Resize it became; ImageScaler (an
+    // experimental op of old exporters, still run by onnxruntime) as the Mul + Add it is.
+    const auto op = raw.opType == "Upsample"      ? std::optional(ir::OpKind::Resize)
+                    : raw.opType == "ImageScaler" ? std::optional(ir::OpKind::Mul)
+                                                  : ir::opKindFromName(raw.opType);
     if (!op)
         return unsupported("unsupported op " + inQuotes(raw.opType) + " (opset " +
                            std::to_string(m_fileOpset) + ") in " + label);

@@ -96,6 +96,7 @@ private:
     Result<void> softmaxBefore13(Node node);
     Result<void> batchNorm(Node node);
     Result<void> upsample(Node node);
+    Result<void> imageScaler(Node node);
 
     std::string_view m_opType;
     std::int64_t m_opset;
@@ -106,6 +107,8 @@ private:
 
 Result<void> Importer::append(Node node)
 {
+    if (m_opType == "ImageScaler")
+        return imageScaler(std::move(node));
     switch (node.op) {
     case OpKind::Clip:
         // Clip-6: min / max attributes (defaults: the float range, i.e. unbounded).
@@ -344,6 +347,27 @@ Result<void> Importer::upsample(Node node)
     }
     node.attrs.set("nearest_mode", std::string("floor"));
     m_graph.nodes.push_back(std::move(node));
+    return {};
+}
+
+/// ImageScaler: y = scale * x + bias[c] over [N, C, H, W], as a Mul and an Add of constants.
+Result<void> Importer::imageScaler(Node node)
+{
+    if (node.inputs.size() != 1 || node.outputs.size() != 1)
+        return badInput(node, "needs one input and one output");
+    const auto bias = node.attrs.getFloats("bias", {});
+    std::vector<float> values(bias.begin(), bias.end());
+    const std::string scale = floatConstant(node, "scale", node.attrs.getFloat("scale", 1.0));
+    const std::string scaled = emit(node, "scale", OpKind::Mul, {node.inputs[0], scale});
+    if (values.empty()) {
+        m_graph.nodes.back().outputs = node.outputs;
+        return {};
+    }
+    const auto channels = static_cast<std::int64_t>(values.size());
+    const std::string shift = constant(
+        node, "bias",
+        at::tensor(values, at::TensorOptions().dtype(at::kFloat)).reshape({channels, 1, 1}));
+    emit(node, "bias", OpKind::Add, {scaled, shift}, {}, node.outputs[0]);
     return {};
 }
 

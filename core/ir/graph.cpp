@@ -8,7 +8,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 81> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 82> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -90,6 +90,7 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 81> kOpNames{{
     {OpKind::SpaceToDepth, "SpaceToDepth"},
     {OpKind::GlobalMaxPool, "GlobalMaxPool"},
     {OpKind::LogSoftmax, "LogSoftmax"},
+    {OpKind::LRN, "LRN"},
 }};
 
 template <typename T>

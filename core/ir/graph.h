@@ -110,6 +110,7 @@ enum class OpKind {
     SpaceToDepth,      ///< blocksize
     GlobalMaxPool,
     LogSoftmax,        ///< axis (default -1, opset 13 semantics)
+    LRN,               ///< local response normalization across channels; size, alpha, beta, bias
 };
 
 /// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).

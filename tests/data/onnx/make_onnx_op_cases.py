@@ -311,6 +311,16 @@ case("spacetodepth_op7", 7, [node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
      [("x", randn(1, 2, 4, 6))], [("y", F)])
 case("globalmaxpool_op7", 7, [node("GlobalMaxPool", ["x"], ["y"])], [("x", X4)], [("y", F)])
 
+# ---- LRN and ImageScaler (ONNX model zoo classics: AlexNet, GoogLeNet, tiny-YOLOv2) -------
+case("lrn_op7", 7, [node("LRN", ["x"], ["y"], size=3, alpha=1e-3, beta=0.6, bias=2.0)],
+     [("x", randn(2, 6, 3, 4))], [("y", F)])
+case("lrn_size5_op13", 13, [node("LRN", ["x"], ["y"], size=5)], [("x", randn(1, 4, 3, 3))],
+     [("y", F)])
+X_IMG = RNG.uniform(0, 255, (1, 3, 4, 5)).astype(np.float32)
+case("imagescaler_op8", 8,
+     [node("ImageScaler", ["x"], ["y"], bias=[-100.0, -110.0, -120.0], scale=1 / 255)],
+     [("x", X_IMG)], [("y", F)])
+
 # ---- The newest opsets: ops whose definitions did not change read the same --------------
 case("flatten_op24", 24, [node("Flatten", ["x"], ["y"], axis=1)], [("x", X4)], [("y", F)])
 case("unsqueeze_op25", 25, [node("Unsqueeze", ["x", "a"], ["y"])], [("x", X4)], [("y", F)],
