@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include "exec/cnn_ops.h"
 #include "exec/sequence_ops.h"
 #include "exec/quant_ops.h"
 
@@ -299,6 +300,8 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
 {
     if (isSequenceOp(node.op))
         return runSequenceOp(node, in, options);
+    if (isCnnOp(node.op))
+        return runCnnOp(node, in);
     switch (node.op) {
     case OpKind::Conv: return {runConv(node, in)};
     case OpKind::Gemm: return {runGemm(node, in)};
@@ -349,8 +352,14 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
             fail(node, "no inputs");
         return {at::cat(parts, normAxis(node, node.attrs.getInt("axis", 0), parts[0].dim()))};
     }
-    case OpKind::Identity:
-    case OpKind::Dropout: return {need(node, in, 0)};
+    case OpKind::Identity: return {need(node, in, 0)};
+    case OpKind::Dropout: {
+        // Inference: the input unchanged, and a mask (if asked for) that keeps everything.
+        const at::Tensor& x = need(node, in, 0);
+        if (node.outputs.size() > 1 && !node.outputs[1].empty())
+            return {x, at::ones(x.sizes(), x.options().dtype(at::kBool))};
+        return {x};
+    }
     case OpKind::QuantizeLinear: return {runQuantizeLinear(node, in)};
     case OpKind::DequantizeLinear: return {runDequantizeLinear(node, in)};
     case OpKind::DynamicQuantizeLinear: return runDynamicQuantizeLinear(node, in);

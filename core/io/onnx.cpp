@@ -2,6 +2,7 @@
 
 #include "exec/executor.h"
 #include "io/file_util.h"
+#include "io/onnx_import.h"
 #include "io/protobuf.h"
 
 #include <ATen/ATen.h>
@@ -130,7 +131,7 @@ struct TensorShapeProto {
     };
 };
 
-constexpr std::int64_t kMinOpset = 13;
+constexpr std::int64_t kMinWriteOpset = 13;
 constexpr std::int64_t kWriteIrVersion = 8;
 constexpr std::int64_t kGeluOpset = 20;
 constexpr std::int64_t kFloat8Opset = 19;     ///< float8 types, QuantizeLinear saturate
@@ -344,6 +345,8 @@ private:
     Error unsupported(std::string message) const { return Error::unsupported(m_path, message); }
 
     const std::string& m_path;
+    std::int64_t m_fileOpset = onnx_import::kInternalOpset;
+    onnx_import::ValueNames m_valueNames;
 };
 
 Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
@@ -412,12 +415,15 @@ Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
         return badInput("no graph in the file (is it an ONNX model?)", 0);
     if (!defaultOpset)
         return badInput("the model imports no opset for the default ONNX domain", 0);
-    if (*defaultOpset < kMinOpset)
+    if (*defaultOpset < onnx_import::kOldestOpset)
         return unsupported("opset " + std::to_string(*defaultOpset) +
                            " is not supported; BitLens reads ONNX opset " +
-                           std::to_string(kMinOpset) + " and later (re-export the model with a " +
-                           "newer opset)");
-    graph.opsetVersion = *defaultOpset;
+                           std::to_string(onnx_import::kOldestOpset) +
+                           " and later (re-export the model with a newer opset)");
+    // Older files are converted node by node to the opset-13 forms (see onnx_import.h), so the
+    // graph follows opset 13 from then on.
+    m_fileOpset = *defaultOpset;
+    graph.opsetVersion = std::max(*defaultOpset, onnx_import::kInternalOpset);
 
     auto graphReader = model.message(*graphField, "GraphProto");
     if (!graphReader)
@@ -450,9 +456,18 @@ Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
         graph.outputs.push_back(std::move(value.value()));
     }
     std::set<std::string> nodeNames;
-    for (auto& node : raw.nodes)
+    for (auto& node : raw.nodes) {
         if (!node.name.empty())
             nodeNames.insert(node.name);
+        for (const auto& name : node.inputs)
+            m_valueNames.add(name);
+        for (const auto& name : node.outputs)
+            m_valueNames.add(name);
+    }
+    for (const auto& [name, tensor] : graph.initializers)
+        m_valueNames.add(name);
+    for (const auto& info : raw.inputs)
+        m_valueNames.add(info.name);
     for (auto& node : raw.nodes)
         if (auto r = convertNode(node, graph, nodeNames); !r)
             return r.error();
@@ -931,9 +946,14 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
                            inQuotes(raw.domain) + " in " + label);
     if (raw.opType == "Constant")
         return addConstant(raw, graph);
-    const auto op = ir::opKindFromName(raw.opType);
+    // Upsample (deprecated in opset 10) is read as the Resize it became; ImageScaler (an
+    // experimental op of old exporters, still run by onnxruntime) as the Mul + Add it is.
+    const auto op = raw.opType == "Upsample"      ? std::optional(ir::OpKind::Resize)
+                    : raw.opType == "ImageScaler" ? std::optional(ir::OpKind::Mul)
+                                                  : ir::opKindFromName(raw.opType);
     if (!op)
-        return unsupported("unsupported op " + inQuotes(raw.opType) + " in " + label);
+        return unsupported("unsupported op " + inQuotes(raw.opType) + " (opset " +
+                           std::to_string(m_fileOpset) + ") in " + label);
 
     ir::Node node;
     node.op = *op;
@@ -978,8 +998,8 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
         if (packed != graph.initializerTypes.end())
             node.attrs.set("output_dtype", static_cast<std::int64_t>(packed->second));
     }
-    graph.nodes.push_back(std::move(node));
-    return {};
+    return onnx_import::appendImported(std::move(node), raw.opType, m_fileOpset, graph,
+                                       m_valueNames, m_path);
 }
 
 // ---- Writing ----------------------------------------------------------------------------------
@@ -1290,10 +1310,12 @@ Result<std::vector<std::uint8_t>> writeOnnx(const ir::Graph& graph)
 
 std::int64_t writtenOpset(const ir::Graph& graph)
 {
-    std::int64_t opset = std::max(graph.opsetVersion, kMinOpset);
+    std::int64_t opset = std::max(graph.opsetVersion, kMinWriteOpset);
     for (const auto& node : graph.nodes) {
         if (node.op == ir::OpKind::Gelu)
             opset = std::max(opset, kGeluOpset);
+        else if (node.op == ir::OpKind::HardSwish)
+            opset = std::max<std::int64_t>(opset, 14);
         else if (node.op == ir::OpKind::LayerNorm)
             opset = std::max<std::int64_t>(opset, 17);
         else if (node.op == ir::OpKind::RMSNorm || node.op == ir::OpKind::RotaryEmbedding)

@@ -1,6 +1,7 @@
 #pragma once
 // ONNX reader and writer for float models, on a protobuf wire-format codec of our own (no
-// libprotobuf: it would clash with the copy inside LibTorch). Reads opset 13 and later.
+// libprotobuf: it would clash with the copy inside LibTorch). Reads opset 7 and later (older
+// files converted to opset-13 forms by io/onnx_import.h).
 
 #include "ir/graph.h"
 #include "jobs/result.h"

@@ -8,7 +8,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 51> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 82> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -60,6 +60,37 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 51> kOpNames{{
     {OpKind::QuantizeLinear, "QuantizeLinear"},
     {OpKind::DequantizeLinear, "DequantizeLinear"},
     {OpKind::DynamicQuantizeLinear, "DynamicQuantizeLinear"},
+    {OpKind::Clip, "Clip"},
+    {OpKind::HardSigmoid, "HardSigmoid"},
+    {OpKind::HardSwish, "HardSwish"},
+    {OpKind::LeakyRelu, "LeakyRelu"},
+    {OpKind::PRelu, "PRelu"},
+    {OpKind::Elu, "Elu"},
+    {OpKind::Selu, "Selu"},
+    {OpKind::Softplus, "Softplus"},
+    {OpKind::Resize, "Resize"},
+    {OpKind::ConvTranspose, "ConvTranspose"},
+    {OpKind::Pad, "Pad"},
+    {OpKind::Abs, "Abs"},
+    {OpKind::Exp, "Exp"},
+    {OpKind::Log, "Log"},
+    {OpKind::Reciprocal, "Reciprocal"},
+    {OpKind::Floor, "Floor"},
+    {OpKind::Ceil, "Ceil"},
+    {OpKind::Min, "Min"},
+    {OpKind::Max, "Max"},
+    {OpKind::Sum, "Sum"},
+    {OpKind::Mean, "Mean"},
+    {OpKind::ReduceSum, "ReduceSum"},
+    {OpKind::ReduceMax, "ReduceMax"},
+    {OpKind::ReduceMin, "ReduceMin"},
+    {OpKind::InstanceNorm, "InstanceNormalization"},
+    {OpKind::Tile, "Tile"},
+    {OpKind::DepthToSpace, "DepthToSpace"},
+    {OpKind::SpaceToDepth, "SpaceToDepth"},
+    {OpKind::GlobalMaxPool, "GlobalMaxPool"},
+    {OpKind::LogSoftmax, "LogSoftmax"},
+    {OpKind::LRN, "LRN"},
 }};
 
 template <typename T>

@@ -78,6 +78,39 @@ enum class OpKind {
     /// ONNX DynamicQuantizeLinear: uint8 codes, scale and zero point of the whole tensor,
     /// range widened to include 0.
     DynamicQuantizeLinear,
+    // CNN ops (MobileNet-style exports). Files of opsets 7-12 are converted on import to the
+    // opset-13 forms below (attributes that became inputs are initializers).
+    Clip,              ///< input, min?, max? (scalars; omitted means unbounded)
+    HardSigmoid,       ///< max(0, min(1, alpha * x + beta)); alpha (0.2), beta (0.5)
+    HardSwish,         ///< x * max(0, min(1, x / 6 + 0.5))
+    LeakyRelu,         ///< alpha (0.01)
+    PRelu,             ///< X, slope (unidirectional broadcast to X)
+    Elu,               ///< alpha (1)
+    Selu,              ///< alpha (1.67326...), gamma (1.0507...)
+    Softplus,          ///< log(1 + exp(x))
+    Resize,            ///< X, roi?, scales?, sizes?; mode nearest | linear, coordinate modes
+    ConvTranspose,     ///< 1-D/2-D/3-D: X, W[C, M/group, k...], B?; pads, output_padding/shape
+    Pad,               ///< data, pads (int64 [begins, ends]), constant_value?; mode
+    Abs,
+    Exp,
+    Log,
+    Reciprocal,
+    Floor,
+    Ceil,
+    Min,               ///< variadic, numpy broadcast
+    Max,               ///< variadic, numpy broadcast
+    Sum,               ///< variadic, numpy broadcast
+    Mean,              ///< variadic, numpy broadcast
+    ReduceSum,         ///< data, axes? (input from opset 13); keepdims, noop_with_empty_axes
+    ReduceMax,         ///< data, axes? (the axes attribute before opset 18); keepdims
+    ReduceMin,         ///< data, axes? (the axes attribute before opset 18); keepdims
+    InstanceNorm,      ///< ONNX InstanceNormalization: input, scale, B; epsilon (1e-5)
+    Tile,              ///< input, repeats (int64)
+    DepthToSpace,      ///< blocksize, mode DCR | CRD
+    SpaceToDepth,      ///< blocksize
+    GlobalMaxPool,
+    LogSoftmax,        ///< axis (default -1, opset 13 semantics)
+    LRN,               ///< local response normalization across channels; size, alpha, beta, bias
 };
 
 /// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).
@@ -118,6 +151,8 @@ class Attributes {
 public:
     void set(const std::string& name, AttrValue value) { m_values[name] = std::move(value); }
     bool has(const std::string& name) const { return m_values.count(name) != 0; }
+    /// Removes `name` (no effect when absent).
+    void erase(const std::string& name) { m_values.erase(name); }
     std::int64_t getInt(const std::string& name, std::int64_t fallback) const;
     double getFloat(const std::string& name, double fallback) const;
     std::string getString(const std::string& name, const std::string& fallback) const;

@@ -609,7 +609,7 @@ enum class Defect {
     DeepGroups,
     NoGraph,
     NoDefaultOpset,
-    Opset12,
+    Opset6,
     NegativeDim,
     RawDataTooShort,
     FloatDataTooShort,
@@ -652,7 +652,7 @@ Bytes makeDefect(Defect defect)
     case Defect::DeepGroups: return Bytes(300, 0x0B);
     case Defect::NoGraph: return {0x08, 0x08};
     case Defect::NoDefaultOpset: m.opsetDomain = "com.microsoft"; break;
-    case Defect::Opset12: m.opset = 12; break;
+    case Defect::Opset6: m.opset = 6; break;
     case Defect::NegativeDim: w.dims = {4, -4}; break;
     case Defect::RawDataTooShort:
         m.initializers.push_back(tensorSpec("conv1.weight", {32, 1, 3, 3}, 1, Bytes(288)));
@@ -707,8 +707,8 @@ const std::vector<DefectCase>& defectCases()
          "no graph in the file (is it an ONNX model?)"},
         {Defect::NoDefaultOpset, "no default opset", ErrorCode::BadInput,
          "the model imports no opset for the default ONNX domain"},
-        {Defect::Opset12, "opset 12", ErrorCode::Unsupported,
-         "opset 12 is not supported; BitLens reads ONNX opset 13 and later (re-export the model "
+        {Defect::Opset6, "opset 6", ErrorCode::Unsupported,
+         "opset 6 is not supported; BitLens reads ONNX opset 7 and later (re-export the model "
          "with a newer opset)"},
         {Defect::NegativeDim, "negative dim", ErrorCode::BadInput,
          "tensor 'w' has a negative dimension in shape [4, -4]"},
@@ -735,7 +735,7 @@ const std::vector<DefectCase>& defectCases()
         {Defect::DuplicateInitializer, "duplicate initializer", ErrorCode::BadInput,
          "initializer 'w' appears twice"},
         {Defect::UnknownOp, "unknown op", ErrorCode::Unsupported,
-         "unsupported op 'NonMaxSuppression' in node 'nms_1'"},
+         "unsupported op 'NonMaxSuppression' (opset 17) in node 'nms_1'"},
         {Defect::ForeignDomain, "foreign domain", ErrorCode::Unsupported,
          "unsupported op 'Relu' from domain 'com.microsoft' in node 'act'"},
         {Defect::GraphAttribute, "graph attribute", ErrorCode::Unsupported,
@@ -862,4 +862,57 @@ TEST(OnnxCorrupt, RandomBytesAndBitFlipsNeverCrash)
             EXPECT_TRUE(result->value().validate().ok()) << at;
         }
     }
+}
+
+// ---- Older opsets: converted on import to the opset-13 forms ---------------------------------
+
+TEST(OnnxImport, Opset7AttributesBecomeInputsAndSoftmaxFlattensTo2D)
+{
+    ModelSpec m = baseModel();
+    m.opset = 7;
+    m.outputs = {valueSpec("s", {-1, 4})};
+    AttrSpec lo = attrSpec("min", 1);
+    lo.f = -0.5f;
+    AttrSpec hi = attrSpec("max", 1);
+    hi.f = 0.75f;
+    AttrSpec axes = attrSpec("axes", 7);
+    axes.ints = {0};
+    m.nodes = {nodeSpec("mm", "MatMul", {"x", "w"}, {"y"}),
+               nodeSpec("clip", "Clip", {"y"}, {"c"}, {lo, hi}),
+               nodeSpec("unsq", "Unsqueeze", {"c"}, {"u"}, {axes}),
+               nodeSpec("sq", "Squeeze", {"u"}, {"z"}, {axes}),
+               nodeSpec("softmax", "Softmax", {"z"}, {"s"})};
+    // A value already called "clip.min" makes the import pick the next free name.
+    m.initializers.push_back(tensorSpec("clip.min", {1}, 1, floatBytes({0.0f})));
+
+    const ir::Graph graph = readOrFail(encode(m), "opset7.onnx");
+    EXPECT_EQ(graph.opsetVersion, 13);
+    std::vector<OpKind> ops;
+    for (const auto& node : graph.nodes)
+        ops.push_back(node.op);
+    EXPECT_EQ(ops, (std::vector<OpKind>{OpKind::MatMul, OpKind::Clip, OpKind::Unsqueeze,
+                                        OpKind::Squeeze, OpKind::Shape, OpKind::Flatten,
+                                        OpKind::Softmax, OpKind::Reshape}));
+    const ir::Node& clip = graph.nodes[1];
+    EXPECT_EQ(clip.inputs, (std::vector<std::string>{"y", "clip.min_1", "clip.max"}));
+    EXPECT_FALSE(clip.attrs.has("min"));
+    ASSERT_NE(graph.initializer("clip.min_1"), nullptr);
+    EXPECT_FLOAT_EQ(graph.initializer("clip.min_1")->item<float>(), -0.5f);
+    EXPECT_EQ(graph.nodes[2].inputs, (std::vector<std::string>{"c", "unsq.axes"}));
+    EXPECT_FALSE(graph.nodes[2].attrs.has("axes"));
+    // Softmax-1..12 normalizes the 2-D coercion at axis 1: the op itself runs on the last axis.
+    EXPECT_EQ(graph.nodes[5].attrs.getInt("axis", 0), 1);
+    EXPECT_EQ(graph.nodes[6].name, "softmax");
+    EXPECT_EQ(graph.nodes[6].attrs.getInt("axis", 0), -1);
+    EXPECT_EQ(graph.nodes[7].outputs, (std::vector<std::string>{"s"}));
+
+    // It writes back as opset-13 ONNX and runs the same.
+    const ir::Graph back = readOrFail(writeOrFail(graph));
+    EXPECT_EQ(back.opsetVersion, 13);
+    const at::Tensor x = randn({3, 4}, 11);
+    const at::Tensor want = at::softmax(at::clamp(at::matmul(x, *graph.initializer("w")), -0.5,
+                                                  0.75),
+                                        1);
+    EXPECT_TRUE(at::allclose(runFirst(graph, {x}), want, 1e-6, 1e-6));
+    EXPECT_TRUE(at::allclose(runFirst(back, {x}), want, 1e-6, 1e-6));
 }
