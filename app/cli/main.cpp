@@ -909,6 +909,8 @@ int cmdBench(const Args& args)
         else
             std::printf("%-20s %10.3f %12.3f  %s\n", layer.c_str(), ms->second.first,
                         ms->second.second, kernel.c_str());
+        if (const auto note = t->notes.find(layer); note != t->notes.end())
+            std::printf("%-20s %10s %12s  note: %s\n", "", "", "", note->second.c_str());
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 namespace bitlens::analysis {
 
@@ -124,8 +125,21 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
                 (void)floatTimed.run(feeds);
                 (void)quantTimed.run(feeds);
             }
-            for (const auto& [name, lq] : model.layers)
-                t.layerMs[name] = {floatTimer->medianMs(name), quantTimer->medianMs(name)};
+            for (const auto& [name, lq] : model.layers) {
+                const double f = floatTimer->medianMs(name), q = quantTimer->medianMs(name);
+                t.layerMs[name] = {f, q};
+                const auto k = t.kernels.find(name);
+                const bool real = k != t.kernels.end() && k->second.rfind("simulated", 0) != 0 &&
+                                  k->second.rfind("float32", 0) != 0;
+                if (real && f > 0.0 && q > f) {
+                    char text[128];
+                    std::snprintf(text, sizeof text,
+                                  "real kernel slower than float32 here (%.2f ms vs %.2f ms "
+                                  "per batch)",
+                                  q, f);
+                    t.notes[name] = text;
+                }
+            }
         }
         return t;
     } catch (const c10::Error& e) {
@@ -326,6 +340,8 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 continue;
             row.kernel = k->second;
             row.simulated = k->second.rfind("simulated", 0) == 0;
+            if (auto n = throughput->notes.find(row.name); n != throughput->notes.end())
+                row.note = row.note.empty() ? n->second : row.note + "; " + n->second;
         }
 
         if (eval) {

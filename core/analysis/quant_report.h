@@ -73,6 +73,10 @@ struct Throughput {
     /// quantized one (input quantization included). CPU only: empty on CUDA, where per-node
     /// host timing would need a device synchronisation per node.
     std::map<std::string, std::pair<double, double>> layerMs;
+    /// Per layer that ran a real kernel and measured slower than its float layer in this run:
+    /// e.g. "real kernel slower than float32 here (3.10 ms vs 2.70 ms per batch)", so the
+    /// choice of kernel never hides a loss. CPU only, like layerMs.
+    std::map<std::string, std::string> notes;
 };
 
 /// Everything `quantize` reports.

@@ -156,6 +156,8 @@ json throughputToJson(const analysis::Throughput& t)
               {"layers_ms", layerMs}};
     if (!t.isaNote.empty())
         j["isa_note"] = t.isaNote;
+    if (!t.notes.empty())
+        j["notes"] = t.notes;
     return j;
 }
 

@@ -3,11 +3,13 @@
 #include "kernels/lowbit.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 
 namespace bitlens::quant {
@@ -25,6 +27,7 @@ struct KernelPlan {
     std::int64_t kernelGroup = 0;          ///< Int4WeightOnly: the kernel's group size
     bool outliers = false;                 ///< Int8: LLM.int8() outlier columns
     bool own = false;                      ///< Int8: BitLens's AVX512-VNNI GEMM, not _int_mm
+    bool conv = false;                     ///< Int8 with own: a 2-D Conv as im2col + the GEMM
     /// Nibble4WeightOnly with integer codes: the VNNI GEMV on int8 activations per group.
     bool vnni = false;
 };
@@ -35,6 +38,13 @@ std::string ownInt8Name()
 {
     return std::string("bitlens ") + kernels::int8GemmKernel().name +
            " int8 gemm (u8 x s8 -> s32, fused dequant)";
+}
+
+/// The own int8 convolution's name with the ISA row of the GEMM that runs it.
+std::string ownInt8ConvName()
+{
+    return std::string("bitlens ") + kernels::int8GemmKernel().name +
+           " int8 conv (im2col u8 x s8 -> s32, fused dequant)";
 }
 
 /// The int32 accumulator of a K-term int8 dot product cannot overflow up to this K: every term
@@ -118,6 +128,43 @@ bool isNibble4Type(QuantType t)
     return isInt4Codes(t) || t == QuantType::NF4 || t == QuantType::FP4E2M1;
 }
 
+/// W8A8 int8 as the int8 kernels take it: symmetric per-channel or per-tensor int8 weights,
+/// int8 / uint8 activations, static (calibrated) or dynamic.
+bool isW8A8Int8(const LayerQuant& lq)
+{
+    const LayerConfig& c = lq.config;
+    const bool staticOk = c.actMode == ActMode::Static && lq.act.has_value();
+    return c.weightType == QuantType::Int8 && c.weightSymmetric &&
+           perChannelOrTensor(lq.weightGranularity) &&
+           (staticOk || c.actMode == ActMode::Dynamic) &&
+           (c.actType == QuantType::Int8 || c.actType == QuantType::UInt8);
+}
+
+/// Why BitLens's int8 conv cannot run a W8A8 Conv layer at the ISA level in force, or "" when
+/// it can. The scalar GEMM row is exact but several times slower than LibTorch's float conv,
+/// so it is never picked for speed: the layer stays simulated and the report says so.
+std::string ownConvBlocker(const ir::Node& node, const LayerQuant& lq)
+{
+    const at::Tensor& w = lq.weightFloat;
+    if (w.dim() != 4)
+        return "the int8 conv kernel is 2-D only (weight of rank " + std::to_string(w.dim()) +
+               ")";
+    const std::int64_t groups = node.attrs.getInt("group", 1);
+    if (groups != 1)
+        return "grouped / depthwise conv (group " + std::to_string(groups) +
+               ") has no int8 conv kernel";
+    if (w.size(1) * w.size(2) * w.size(3) > kMaxInt8K)
+        return "K = C * kh * kw above " + std::to_string(kMaxInt8K) +
+               " could overflow the int32 accumulator";
+    if (lq.config.actMode == ActMode::Static && lq.act && lq.act->scale.numel() != 1)
+        return "the int8 conv kernel takes per-tensor activation scales only";
+    if (kernels::int8GemmKernel().isReference())
+        return std::string("no vector int8 row at ISA level ") +
+               kernels::isaName(kernels::isaLevel()) +
+               " (the scalar row is slower than float32)";
+    return {};
+}
+
 std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
                                      c10::Device device, KernelSource source)
 {
@@ -149,8 +196,19 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
         return plan;
     }
 
+    if (node.op == ir::OpKind::Conv) {
+        // LibTorch has no int8 / int4 / FP8 conv kernel; BitLens's int8 conv needs a vector
+        // int8 GEMM row and a plain 2-D conv (ownConvBlocker() says why not, for the report).
+        if (!own || !isW8A8Int8(lq) || !ownConvBlocker(node, lq).empty())
+            return std::nullopt;
+        plan.kind = KernelKind::Int8;
+        plan.own = true;
+        plan.conv = true;
+        plan.name = ownInt8ConvName();
+        return plan;
+    }
     if (!linearShaped(node, lq))
-        return std::nullopt;  // Conv in int8 / int4 / FP8: LibTorch has no such kernel
+        return std::nullopt;
     const at::Tensor view = weightView(node, lq.weightFloat);
     const std::int64_t k = view.size(1);
     const Granularity& wg = lq.weightGranularity;
@@ -308,6 +366,9 @@ struct Prepared {
     std::int64_t n = 0;           ///< output features
     std::int64_t k = 0;           ///< input features
     std::int64_t kPadded = 0;     ///< K as the kernel reads it
+    std::int64_t convC = 0;       ///< Int8 conv: input channels
+    std::int64_t convKh = 0;      ///< Int8 conv: kernel height
+    std::int64_t convKw = 0;      ///< Int8 conv: kernel width
     Int8Weight int8;              ///< Int8
     at::Tensor weight;            ///< Fp8: fp8 [N', K']; Cast: 16-bit, layer layout; Int4: packed;
                                   ///< Int8WeightOnly: int8 [N, K']
@@ -467,7 +528,19 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
         if (plan.outliers)
             p.weightHalf = view.to(at::kHalf).to(at::kFloat).to(device);
         if (plan.own) {
-            const at::Tensor codes = quantize(view, lq.weight).to(at::kChar).contiguous();
+            at::Tensor codes = quantize(view, lq.weight).to(at::kChar);
+            if (plan.conv) {
+                // im2col reads channels-last patches: K runs over (kh, kw, c), so the weight
+                // rows [C, kh, kw] are reordered to [kh, kw, C] to match (see runInt8Conv).
+                const at::Tensor& wf = lq.weightFloat;
+                p.convC = wf.size(1);
+                p.convKh = wf.size(2);
+                p.convKw = wf.size(3);
+                codes = codes.reshape({p.n, p.convC, p.convKh, p.convKw})
+                            .permute({0, 2, 3, 1})
+                            .reshape({p.n, p.k});
+            }
+            codes = codes.contiguous();
             p.own8 = std::make_shared<const kernels::Int8PackedWeight>(
                 kernels::packInt8Weight(codes.data_ptr<std::int8_t>(), p.n, p.k, p.k));
             p.kPadded = p.own8->kPadded;
@@ -543,6 +616,179 @@ at::Tensor ownInt8(const at::Tensor& rows, const QParams& qp, const Prepared& p,
                               zx.data_ptr<std::int32_t>(), perRow},
                              w, epilogue, y.data_ptr<float>());
     return y;
+}
+
+/// The 2-D geometry of a Conv node on an input of H x W (ONNX pads / auto_pad resolved as the
+/// executor resolves them; asymmetric pads allowed).
+struct ConvGeometry {
+    std::int64_t strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
+    std::int64_t padTop = 0, padLeft = 0, outH = 0, outW = 0;
+};
+
+std::optional<ConvGeometry> convGeometry(const ir::Node& node, std::int64_t h, std::int64_t w,
+                                         std::int64_t kh, std::int64_t kw, std::string& why)
+{
+    const auto strides = node.attrs.getInts("strides", {1, 1});
+    const auto dilations = node.attrs.getInts("dilations", {1, 1});
+    if (strides.size() != 2 || dilations.size() != 2) {
+        why = "strides / dilations of the wrong length for a 2-D conv";
+        return std::nullopt;
+    }
+    ConvGeometry g;
+    g.strideH = strides[0];
+    g.strideW = strides[1];
+    g.dilationH = dilations[0];
+    g.dilationW = dilations[1];
+    const std::int64_t effH = (kh - 1) * g.dilationH + 1;
+    const std::int64_t effW = (kw - 1) * g.dilationW + 1;
+    std::int64_t padBottom = 0, padRight = 0;
+    const std::string autoPad = node.attrs.getString("auto_pad", "NOTSET");
+    if (autoPad == "NOTSET") {
+        const auto pads = node.attrs.getInts("pads", {0, 0, 0, 0});
+        if (pads.size() != 4) {
+            why = "pads of the wrong length for a 2-D conv";
+            return std::nullopt;
+        }
+        g.padTop = pads[0];
+        g.padLeft = pads[1];
+        padBottom = pads[2];
+        padRight = pads[3];
+    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+        // SAME: out = ceil(in / stride); the odd pad goes to the end (UPPER) or begin (LOWER).
+        const auto same = [&](std::int64_t in, std::int64_t stride, std::int64_t eff,
+                              std::int64_t& begin, std::int64_t& end) {
+            const std::int64_t out = (in + stride - 1) / stride;
+            const std::int64_t total = std::max<std::int64_t>((out - 1) * stride + eff - in, 0);
+            const std::int64_t small = total / 2;
+            begin = autoPad == "SAME_UPPER" ? small : total - small;
+            end = total - begin;
+        };
+        same(h, g.strideH, effH, g.padTop, padBottom);
+        same(w, g.strideW, effW, g.padLeft, padRight);
+    } else if (autoPad != "VALID") {
+        why = "auto_pad '" + autoPad + "' is not supported";
+        return std::nullopt;
+    }
+    if (g.strideH < 1 || g.strideW < 1 || g.dilationH < 1 || g.dilationW < 1 || g.padTop < 0 ||
+        g.padLeft < 0 || padBottom < 0 || padRight < 0) {
+        why = "strides, dilations or pads out of range";
+        return std::nullopt;
+    }
+    g.outH = (h + g.padTop + padBottom - effH) / g.strideH + 1;
+    g.outW = (w + g.padLeft + padRight - effW) / g.strideW + 1;
+    if (h + g.padTop + padBottom < effH || w + g.padLeft + padRight < effW) {
+        why = "the kernel is larger than the padded input";
+        return std::nullopt;
+    }
+    return g;
+}
+
+/// BitLens's int8 convolution: the input quantized once to u8 codes (exactly as quantize()
+/// does, per tensor), im2col on the codes, the int8 GEMM with scales and bias fused, NCHW out.
+///
+/// Layout: the codes are made channels-last (NHWC) so that a patch row is kh * kw runs of C
+/// contiguous bytes: row m = (b, oh, ow), column (i * kw + j) * C + c holds the code of
+/// x[b, c, oh * sh - padTop + i * dh, ow * sw - padLeft + j * dw], and the weight rows were
+/// reordered to the same (kh, kw, C) order at packing. Positions in the padding get the zero
+/// point's code, which means exactly 0, as the float conv pads the fake-quantized input with
+/// 0. Worked example: C = 2, kh = kw = 3, pad 1, stride 1: the row of output (b, 0, 0) starts
+/// with 2 * (3 + 1) bytes of zero-point code (patch row i = 0, then column j = 0 of row 1),
+/// then x[b, 0, 0, 0], x[b, 1, 0, 0], x[b, 0, 0, 1], ...
+at::Tensor runInt8Conv(const ir::Node& node, const LayerQuant& lq, const Prepared& p,
+                       const at::Tensor& input, const at::Tensor& bias, std::string& why)
+{
+    if (input.dim() != 4 || input.size(1) != p.convC) {
+        why = "input of shape " + c10::str(input.sizes()) + " does not fit the kernel";
+        return {};
+    }
+    const std::int64_t batch = input.size(0), c = p.convC, h = input.size(2), w = input.size(3);
+    const auto g = convGeometry(node, h, w, p.convKh, p.convKw, why);
+    if (!g)
+        return {};
+    // Codes are made channels-last; an input already channels-last (the output of an earlier
+    // int8 conv, through ReLU and pooling) is quantized in place, without a transpose.
+    const at::Tensor xf = input.to(at::kFloat);
+    const at::Tensor x = xf.permute({0, 2, 3, 1}).is_contiguous() ? xf : xf.contiguous();
+    const QParams qp = lq.config.actMode == ActMode::Static ? *p.act
+                                                            : dynamicQParams(x, lq.config);
+    const at::Tensor scale = qp.scale.to(at::kFloat).reshape({-1}).contiguous();
+    if (scale.numel() != 1) {
+        why = "the int8 conv kernel takes per-tensor activation scales only";
+        return {};
+    }
+    const at::Tensor inv = at::reciprocal(scale);  // the float32 reciprocal quantize() uses
+    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
+                                                  : at::zeros({1}, at::kLong))
+                              .to(at::kInt)
+                              .contiguous();
+    const QuantTypeTraits& t = traits(qp.type);
+    const std::int32_t shift = qp.type == QuantType::Int8 ? 128 : 0;
+    const std::int32_t zx = zp.item<std::int32_t>() + shift;
+    const auto padCode = static_cast<std::uint8_t>(zx);
+
+    // One pass over the input in its memory order (per tensor, so any row split works), then,
+    // for an NCHW input, a byte transpose to NHWC (a quarter of the float copy).
+    const bool channelsLast = x.permute({0, 2, 3, 1}).is_contiguous();
+    at::Tensor u = channelsLast ? at::empty({batch, h, w, c}, at::kByte)
+                                : at::empty({batch, c, h, w}, at::kByte);
+    kernels::quantizeRowsU8(x.data_ptr<float>(), batch * c, h * w, h * w, inv.data_ptr<float>(),
+                            zp.data_ptr<std::int32_t>(), false, static_cast<std::int32_t>(t.qmin),
+                            static_cast<std::int32_t>(t.qmax), shift, u.data_ptr<std::uint8_t>(),
+                            h * w);
+    const at::Tensor nhwc = channelsLast ? u : u.permute({0, 2, 3, 1}).contiguous();
+
+    const kernels::Int8PackedWeight& pw = *p.own8;
+    const std::int64_t m = batch * g->outH * g->outW;
+    const std::int64_t ld = pw.kPadded;
+    at::Tensor cols = at::empty({m, ld}, at::kByte);
+    const std::uint8_t* src = nhwc.data_ptr<std::uint8_t>();
+    std::uint8_t* dst = cols.data_ptr<std::uint8_t>();
+    const std::int64_t kh = p.convKh, kw = p.convKw, outH = g->outH, outW = g->outW;
+    const std::int64_t grain = std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(1, outW * ld));
+    at::parallel_for(0, batch * outH, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t bo = begin; bo < end; ++bo) {
+            const std::int64_t b = bo / outH, oh = bo % outH;
+            for (std::int64_t ow = 0; ow < outW; ++ow) {
+                std::uint8_t* row = dst + (bo * outW + ow) * ld;
+                const std::int64_t iw0 = ow * g->strideW - g->padLeft;
+                for (std::int64_t i = 0; i < kh; ++i) {
+                    const std::int64_t ih = oh * g->strideH - g->padTop + i * g->dilationH;
+                    if (g->dilationW == 1 && ih >= 0 && ih < h) {
+                        // Undilated: the patch row is kw * C contiguous source bytes, less
+                        // the columns in the padding (j < j0 or j >= j1).
+                        const std::int64_t j0 = std::clamp<std::int64_t>(-iw0, 0, kw);
+                        const std::int64_t j1 = std::clamp<std::int64_t>(w - iw0, j0, kw);
+                        std::uint8_t* out = row + i * kw * c;
+                        std::memset(out, padCode, static_cast<std::size_t>(j0 * c));
+                        std::memcpy(out + j0 * c, src + ((b * h + ih) * w + iw0 + j0) * c,
+                                    static_cast<std::size_t>((j1 - j0) * c));
+                        std::memset(out + j1 * c, padCode,
+                                    static_cast<std::size_t>((kw - j1) * c));
+                        continue;
+                    }
+                    for (std::int64_t j = 0; j < kw; ++j) {
+                        std::uint8_t* out = row + (i * kw + j) * c;
+                        const std::int64_t iw = iw0 + j * g->dilationW;
+                        if (ih < 0 || ih >= h || iw < 0 || iw >= w)
+                            std::memset(out, padCode, static_cast<std::size_t>(c));
+                        else
+                            std::memcpy(out, src + ((b * h + ih) * w + iw) * c,
+                                        static_cast<std::size_t>(c));
+                    }
+                }
+                // Bytes [K, kPadded) multiply zero weights; keep them defined anyway.
+                std::memset(row + p.k, padCode, static_cast<std::size_t>(ld - p.k));
+            }
+        }
+    });
+
+    at::Tensor y = at::empty({m, p.n});
+    const kernels::Int8Epilogue epilogue{scale.data_ptr<float>(), false, p.scale.data_ptr<float>(),
+                                         bias.defined() ? bias.data_ptr<float>() : nullptr};
+    kernels::int8GemmF32({dst, m, ld, &zx, false}, pw, epilogue, y.data_ptr<float>());
+    // [B * OH * OW, N] is NHWC: returned as an NCHW tensor in channels-last memory (no copy).
+    // LibTorch's ReLU and pooling keep that layout, so the next int8 conv skips its transpose.
+    return y.view({batch, outH, outW, p.n}).permute({0, 3, 1, 2});
 }
 
 /// The int8 path: activation codes exactly as the simulated hook makes them, then _int_mm or
@@ -660,6 +906,15 @@ at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p
                 in16[i] = in16[i].to(p.plan.castType);
         return exec::runNode(node, in16, exec::ExecOptions{})[0].to(at::kFloat);
     }
+    if (p.plan.conv) {
+        // A Conv bias is one value per output channel (ONNX B [M]): fused into the epilogue.
+        if (bias.defined() && (bias.dim() != 1 || bias.size(0) != p.n)) {
+            why = "bias of shape " + c10::str(bias.sizes()) + " is not one per output channel";
+            return {};
+        }
+        return runInt8Conv(node, lq, p, x,
+                           bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor(), why);
+    }
     const bool gemmShapeOk = node.op == ir::OpKind::Gemm ? x.dim() == 2 : x.dim() >= 1;
     if (!gemmShapeOk || x.size(-1) != p.k) {
         why = "input of shape " + c10::str(x.sizes()) + " does not fit the kernel";
@@ -728,6 +983,8 @@ struct RealKernelHook::Impl {
     std::map<std::string, std::string> planned;
     std::map<std::string, std::string> ran;
     std::map<std::string, std::string> disabled;  ///< layer -> kernel error
+    /// Simulated layers that have a BitLens kernel in principle -> why it does not run here.
+    std::map<std::string, std::string> whySimulated;
     std::map<std::string, Prepared> cache;        ///< "layer@device" -> weights
 };
 
@@ -741,8 +998,15 @@ RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device,
         if (it == model.layers.end())
             continue;
         const auto plan = planKernel(node, it->second, device, source);
-        if (!plan)
+        if (!plan) {
+            // Say why a W8A8 conv stays simulated where the own kernels were asked for, so a
+            // report never hides the choice (e.g. the scalar row, slower than float32).
+            if (node.op == ir::OpKind::Conv && source == KernelSource::Best && device.is_cpu() &&
+                !it->second.config.keepFloat && isW8A8Int8(it->second))
+                if (std::string why = ownConvBlocker(node, it->second); !why.empty())
+                    m_impl->whySimulated[node.name] = std::move(why);
             continue;
+        }
         m_impl->planned[node.name] = plan->name;
         // Pack the weights now, so that timed runs measure the kernels alone.
         try {
@@ -765,7 +1029,10 @@ void RealKernelHook::beforeNode(const ir::Node& node, std::vector<at::Tensor>& i
         return;
     }
     m_impl->simulated->beforeNode(node, inputs);
-    m_impl->ran[node.name] = "simulated (fake-quant, float32)";
+    const auto why = m_impl->whySimulated.find(node.name);
+    m_impl->ran[node.name] = why == m_impl->whySimulated.end()
+                                 ? "simulated (fake-quant, float32)"
+                                 : "simulated (fake-quant, float32): " + why->second;
 }
 
 void RealKernelHook::afterNode(const ir::Node&, std::vector<at::Tensor>&) {}

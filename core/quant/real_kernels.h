@@ -31,6 +31,9 @@
 //                                                                               int8 gemm (vpdpbusd,
 //                                                                               fused quantize and
 //                                                                               dequant + bias)
+//   W8A8 int8 (as above), 2-D, group 1, any    Conv                AVX2 and up  bitlens <row> int8
+//     stride / padding / dilation; per-tensor                                   conv (im2col u8 x s8
+//     activation scales                                                         -> s32, fused dequant)
 //   weight-only int4 / uint4 / int2, per-      Gemm, MatMul        AVX512-VNNI  bitlens avx512-vnni
 //     group (multiple of 32), per-channel or                                    <type> gemv g<group>
 //     per-tensor scales                                                         (int8 activations
@@ -42,8 +45,10 @@
 // * LibTorch's CPU _scaled_mm is a slow path (measured, torch 2.13, 2 cores: ~110 ms for a
 //   4096 x 4096 weight at M = 1 or 64, 10-90x slower than float32): real, and reported as such.
 //
-// Not handled, stay simulated: Conv in int8 / int4 / FP8 (LibTorch has no such kernel without
-// its deprecated quantized dtypes), NF4 / FP4 without AVX-512 or on CUDA (no LibTorch kernel), W4A8 (no kernel), per-group
+// Not handled, stay simulated: Conv in int4 / FP8, and int8 Conv with KernelSource::LibTorch,
+// on CUDA, grouped / depthwise, 1-D / 3-D or at ISA level scalar (LibTorch has no such kernel
+// without its deprecated quantized dtypes; the own scalar row is slower than float32, so it is
+// never picked: kernelsRun() gives the reason after "simulated (fake-quant, float32): "), NF4 / FP4 without AVX-512 or on CUDA (no LibTorch kernel), W4A8 (no kernel), per-group
 // int8 weights, asymmetric int8 weights, Gemm with transA = 1 or alpha / beta != 1, MatMul with
 // a weight of rank > 2, K > 65535 for int8 (the int32 accumulator could overflow).
 //
@@ -62,6 +67,9 @@
 //    the result is within bf16 tolerance of the simulated one (the test states the bound).
 //  - BitLens's int8 GEMM: the same exact int32 accumulator; activation codes equal quantize()'s
 //    bit for bit; y = float(acc) * (s_x * s_w[n]) + bias[n].
+//  - BitLens's int8 conv: the same GEMM over im2col rows of the codes, padding taking the zero
+//    point's code (exactly 0, as the float conv pads the fake-quantized input): matches the
+//    simulated conv to float rounding. Its output is NCHW in channels-last memory (no copy).
 //  - BitLens's 4-bit kernel: float32 activations and scales (no bf16 rounding): within float32
 //    rounding of the simulated result (sum_g s * sum table[u] x + offset * sum x per group).
 //  - BitLens's VNNI int4 kernel (integer codes): the activations rounded to int8 per weight

@@ -554,7 +554,9 @@ TEST(RealKernelHook, StaticInt8ConvStaysSimulatedAndEqualsTheSimulatedOutputExac
     at::Generator gen = at::detail::createCPUGenerator(701);
     const auto model = prepared(graph, "static-int8", at::rand({200, 1, 8, 8}, gen));
     const ir::Node& conv = nodeNamed(model.graph, "conv");
-    EXPECT_FALSE(quant::realKernelFor(conv, model.layers.at("conv"), kCpu).has_value());
+    EXPECT_FALSE(quant::realKernelFor(conv, model.layers.at("conv"), kCpu,
+                                      quant::KernelSource::LibTorch)
+                     .has_value());
 
     c10::InferenceMode guard;
     const at::Tensor x = at::rand({17, 1, 8, 8}, gen);
@@ -686,7 +688,39 @@ std::string ownQ8Prefix()
     return row.isReference() ? std::string() : std::string("bitlens ") + row.name + " ";
 }
 
+/// What runs a plain 2-D W8A8 Conv at the level in force: the own int8 conv, or (scalar row
+/// only) the simulated path with its reason.
+std::string ownInt8ConvOrWhy()
+{
+    const kernels::KernelRow row = kernels::int8GemmKernel();
+    return row.isReference()
+               ? std::string("simulated (fake-quant, float32): no vector int8 row at ISA level "
+                             "scalar (the scalar row is slower than float32)")
+               : std::string("bitlens ") + row.name +
+                     " int8 conv (im2col u8 x s8 -> s32, fused dequant)";
+}
+
+/// One Conv "layer": C -> N channels, k x k kernel, on H x W inputs.
+struct ConvCase {
+    std::int64_t c, n, h, w, k;
+    ir::Conv2dOptions options;
+};
+
+ir::Graph oneConv(const ConvCase& cc, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    ir::GraphBuilder g("one-conv");
+    auto x = g.input("x", {-1, cc.c, cc.h, cc.w});
+    const std::int64_t fanIn = cc.c / cc.options.groups * cc.k * cc.k;
+    const at::Tensor w = at::randn({cc.n, cc.c / cc.options.groups, cc.k, cc.k}, gen) /
+                         std::sqrt(static_cast<double>(fanIn));
+    g.output(g.conv2d("layer", x, w, at::randn({cc.n}, gen) * 0.5, cc.options));
+    return g.build().value();
+}
+
 class OwnKernelInt8 : public bitlens::testing::AtIsaLevel {};
+class OwnKernelConv : public bitlens::testing::AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(OwnKernelConv);
 class OwnKernel4Bit : public bitlens::testing::AtIsaLevel {};
 class OwnKernels : public bitlens::testing::AtIsaLevel {};
 BITLENS_AT_EVERY_ISA_LEVEL(OwnKernelInt8);
@@ -889,6 +923,103 @@ TEST_P(OwnKernels, ConvNetRunsItsLinearLayersOnTheInt8Gemm)
     const at::Tensor y = real.run({x}).value().front();
     EXPECT_EQ(hook->kernelsRun().at("fc1"), kOwnInt8);
     EXPECT_EQ(hook->kernelsRun().at("fc2"), kOwnInt8);
-    EXPECT_EQ(hook->kernelsRun().at("conv"), "simulated (fake-quant, float32)");
+    EXPECT_EQ(hook->kernelsRun().at("conv"), ownInt8ConvOrWhy());
     EXPECT_LE((y - ySim).abs().max().item<double>(), 1e-4 * ySim.abs().max().item<double>());
+}
+
+// --- BitLens's int8 convolution ----------------------------------------------------------------
+
+TEST_P(OwnKernelConv, MatchesTheSimulatedOutputToFloatRounding)
+{
+    const std::string expected = ownInt8ConvOrWhy();
+    // Odd H / W, stride 2, padding 1, K = 1 and 3, dilation, C not a multiple of 4 (K padded).
+    const std::vector<ConvCase> cases = {
+        {3, 8, 7, 9, 3, {.stride = 2, .padding = 1}},
+        {5, 20, 11, 6, 1, {}},
+        {4, 17, 9, 9, 3, {.stride = 1, .padding = 1, .dilation = 2}},
+        {16, 70, 5, 7, 3, {.stride = 2, .padding = 1}},
+        {1, 32, 13, 13, 3, {.stride = 1, .padding = 1}},
+        {7, 9, 6, 5, 1, {.stride = 2, .padding = 1}},
+    };
+    std::uint64_t seed = 1000;
+    for (const char* spec : {"static-int8", "dynamic-int8", "static-int8:per=tensor",
+                             "static-int8:act=int8,act-sym=true", "dynamic-int8:act=int8"}) {
+        for (const ConvCase& cc : cases) {
+            for (std::int64_t rows : {1, 3}) {
+                SCOPED_TRACE(std::string(spec) + " C " + std::to_string(cc.c) + " N " +
+                             std::to_string(cc.n) + " H " + std::to_string(cc.h) + " W " +
+                             std::to_string(cc.w) + " k " + std::to_string(cc.k) + " stride " +
+                             std::to_string(cc.options.stride) + " pad " +
+                             std::to_string(cc.options.padding) + " rows " +
+                             std::to_string(rows));
+                ++seed;
+                at::Generator gen = at::detail::createCPUGenerator(seed);
+                const ir::Graph graph = oneConv(cc, seed);
+                const auto model =
+                    prepared(graph, spec, at::randn({64, cc.c, cc.h, cc.w}, gen) * 1.5 + 0.3);
+                const at::Tensor x = at::randn({rows, cc.c, cc.h, cc.w}, gen) * 1.5 + 0.3;
+                const Runs r = runBoth(model, x, quant::KernelSource::Best);
+                EXPECT_EQ(r.kernels.at("layer"), expected);
+                ASSERT_EQ(r.real.sizes(), r.simulated.sizes());
+                expectFloatRounding(graph, model, x, r);
+            }
+        }
+    }
+}
+
+TEST_P(OwnKernelConv, ChannelsLastOutputFeedsTheNextConvThroughReluAndPooling)
+{
+    // conv -> relu -> pool -> conv -> flatten -> fc: the first conv's output is channels-last
+    // memory, which the second conv quantizes without a transpose; values must not change.
+    at::Generator gen = at::detail::createCPUGenerator(1100);
+    ir::GraphBuilder g("two-convs");
+    auto x = g.input("x", {-1, 2, 11, 11});
+    x = g.conv2d("conv1", x, at::randn({6, 2, 3, 3}, gen) * 0.3, at::randn({6}, gen) * 0.1,
+                 {.stride = 1, .padding = 1});
+    x = g.unary("relu1", ir::OpKind::Relu, x);
+    x = g.maxPool("pool1", x, 2, 2);
+    x = g.conv2d("conv2", x, at::randn({10, 6, 3, 3}, gen) * 0.2, at::randn({10}, gen) * 0.1,
+                 {.stride = 2, .padding = 1});
+    x = g.flatten("flat", x);
+    x = g.linear("fc", x, at::randn({4, 90}, gen) * 0.1, at::zeros({4}));
+    g.output(x);
+    const ir::Graph graph = g.build().value();
+    const auto model = prepared(graph, "static-int8", at::rand({100, 2, 11, 11}, gen));
+    c10::InferenceMode guard;
+    const at::Tensor in = at::rand({5, 2, 11, 11}, gen);
+    exec::Executor simulated(model.graph);
+    simulated.addHook(quant::makeQuantHook(model));
+    const auto sim = simulated.runAll({in}).value();
+    exec::Executor real(model.graph);
+    auto hook = quant::makeRealKernelHook(model, kCpu);
+    real.addHook(hook);
+    const auto out = real.runAll({in}).value();
+    EXPECT_EQ(hook->kernelsRun().at("conv1"), ownInt8ConvOrWhy());
+    EXPECT_EQ(hook->kernelsRun().at("conv2"), ownInt8ConvOrWhy());
+    for (const char* layer : {"conv1", "conv2", "fc"}) {
+        SCOPED_TRACE(layer);
+        const std::string value = nodeNamed(model.graph, layer).outputs[0];
+        const at::Tensor a = out.at(value), b = sim.at(value);
+        ASSERT_EQ(a.sizes(), b.sizes());
+        EXPECT_LE((a - b).abs().max().item<double>(), 1e-4 * b.abs().max().item<double>());
+    }
+}
+
+TEST_P(OwnKernelConv, GroupedAndDepthwiseConvsStaySimulatedAndSayWhy)
+{
+    for (std::int64_t groups : {2, 8}) {
+        SCOPED_TRACE("group " + std::to_string(groups));
+        const ConvCase cc{8, 8, 7, 7, 3, {.stride = 1, .padding = 1, .groups = groups}};
+        at::Generator gen = at::detail::createCPUGenerator(1200);
+        const ir::Graph graph = oneConv(cc, 1201);
+        const auto model = prepared(graph, "static-int8", at::randn({32, 8, 7, 7}, gen));
+        EXPECT_FALSE(quant::realKernelFor(nodeNamed(model.graph, "layer"),
+                                          model.layers.at("layer"), kCpu)
+                         .has_value());
+        const Runs r = runBoth(model, at::randn({2, 8, 7, 7}, gen), quant::KernelSource::Best);
+        EXPECT_EQ(r.kernels.at("layer"), "simulated (fake-quant, float32): grouped / depthwise "
+                                         "conv (group " + std::to_string(groups) +
+                                             ") has no int8 conv kernel");
+        EXPECT_TRUE(at::equal(r.real, r.simulated));
+    }
 }
