@@ -1,4 +1,5 @@
 #include "exec/cnn_ops.h"
+#include "exec/op_support.h"
 
 #include <ATen/ATen.h>
 
@@ -14,28 +15,9 @@ using ir::OpKind;
 
 namespace {
 
-std::string shapeText(at::IntArrayRef sizes)
-{
-    std::ostringstream out;
-    out << '[';
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-        out << (i ? ", " : "") << sizes[i];
-    out << ']';
-    return out.str();
-}
-
-[[noreturn]] void fail(const Node& node, const std::string& why)
-{
-    throw std::runtime_error("node '" + node.name + "' (" +
-                             std::string(ir::opKindName(node.op)) + "): " + why);
-}
-
-const at::Tensor& need(const Node& node, const std::vector<at::Tensor>& in, std::size_t i)
-{
-    if (i >= in.size() || !in[i].defined())
-        fail(node, "input " + std::to_string(i) + " is missing");
-    return in[i];
-}
+using detail::fail;
+using detail::need;
+using detail::shapeText;
 
 /// An optional input; omitted (empty name) and zero-element tensors both count as absent,
 /// because opset 11 Resize passes an empty `scales` when it gives `sizes`.

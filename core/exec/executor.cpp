@@ -1,4 +1,5 @@
 #include "exec/executor.h"
+#include "exec/op_support.h"
 
 #include "exec/cnn_ops.h"
 #include "exec/sequence_ops.h"
@@ -28,15 +29,9 @@ bool NodeHook::computeNode(const Node&, const std::vector<at::Tensor>&, std::vec
 
 namespace {
 
-std::string shapeText(at::IntArrayRef sizes)
-{
-    std::ostringstream out;
-    out << '[';
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-        out << (i ? ", " : "") << sizes[i];
-    out << ']';
-    return out.str();
-}
+using detail::fail;
+using detail::need;
+using detail::shapeText;
 
 std::string declaredShapeText(const std::vector<std::int64_t>& shape)
 {
@@ -51,19 +46,6 @@ std::string declaredShapeText(const std::vector<std::int64_t>& shape)
     }
     out << ']';
     return out.str();
-}
-
-[[noreturn]] void fail(const Node& node, const std::string& why)
-{
-    throw std::runtime_error("node '" + node.name + "' (" +
-                             std::string(ir::opKindName(node.op)) + "): " + why);
-}
-
-const at::Tensor& need(const Node& node, const std::vector<at::Tensor>& in, std::size_t i)
-{
-    if (i >= in.size() || !in[i].defined())
-        fail(node, "input " + std::to_string(i) + " is missing");
-    return in[i];
 }
 
 std::int64_t normAxis(const Node& node, std::int64_t axis, std::int64_t rank)

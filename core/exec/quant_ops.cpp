@@ -1,4 +1,5 @@
 #include "exec/quant_ops.h"
+#include "exec/op_support.h"
 
 #include <ATen/ATen.h>
 
@@ -14,28 +15,9 @@ using ir::Node;
 
 namespace {
 
-[[noreturn]] void fail(const Node& node, const std::string& why)
-{
-    throw std::runtime_error("node '" + node.name + "' (" +
-                             std::string(ir::opKindName(node.op)) + "): " + why);
-}
-
-std::string shapeText(at::IntArrayRef sizes)
-{
-    std::ostringstream out;
-    out << '[';
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-        out << (i ? ", " : "") << sizes[i];
-    out << ']';
-    return out.str();
-}
-
-const at::Tensor& need(const Node& node, const std::vector<at::Tensor>& in, std::size_t i)
-{
-    if (i >= in.size() || !in[i].defined())
-        fail(node, "input " + std::to_string(i) + " is missing");
-    return in[i];
-}
+using detail::fail;
+using detail::need;
+using detail::shapeText;
 
 const at::Tensor* optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
 {
