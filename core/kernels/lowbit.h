@@ -164,6 +164,13 @@ void quantizeRowsU8Avx2(const float* x, std::int64_t m, std::int64_t k, std::int
                         std::int64_t ldu);
 /// AVX2 row of minMaxF32 (requires cpuFeatures().avx2), threaded.
 void minMaxF32Avx2(const float* x, std::int64_t count, float* lo, float* hi);
+/// One part of minMaxF32: min and max of x[begin, end), and whether it holds a NaN.
+using MinMaxRangeFn = void (*)(const float* x, std::int64_t begin, std::int64_t end, float* lo,
+                               float* hi, bool* nan);
+/// minMaxF32's threaded driver, shared by its vector rows: up to 8 parts of >= 16k floats,
+/// each reduced by `range`, then combined (NaN anywhere gives NaN for both).
+void minMaxThreaded(const float* x, std::int64_t count, MinMaxRangeFn range, float* lo,
+                    float* hi);
 /// Scalar twin of minMaxF32.
 void minMaxF32Ref(const float* x, std::int64_t count, float* lo, float* hi);
 /// Scalar twin of quantizeRowsU8.

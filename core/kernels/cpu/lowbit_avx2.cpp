@@ -769,32 +769,7 @@ void minMaxF32Avx2(const float* x, std::int64_t count, float* lo, float* hi)
 {
     if (!cpuFeatures().avx2)
         throw std::runtime_error("minMaxF32Avx2: this CPU has no AVX2");
-    // At most 8 parts of at least 16k floats: enough for the threads, few reductions.
-    constexpr int kParts = 8;
-    float los[kParts], his[kParts];
-    bool nans[kParts] = {};
-    const std::int64_t part = std::max<std::int64_t>((count + kParts - 1) / kParts, 1 << 14);
-    const std::int64_t parts = (count + part - 1) / part;
-    for (int i = 0; i < kParts; ++i) {
-        los[i] = std::numeric_limits<float>::infinity();
-        his[i] = -los[i];
-    }
-    at::parallel_for(0, parts, 1, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i)
-            minMaxAvx2Range(x, i * part, std::min(count, (i + 1) * part), &los[i], &his[i],
-                            &nans[i]);
-    });
-    float a = los[0], b = his[0];
-    for (std::int64_t i = 0; i < parts; ++i) {
-        if (nans[i]) {
-            *lo = *hi = std::numeric_limits<float>::quiet_NaN();
-            return;
-        }
-        a = std::min(a, los[i]);
-        b = std::max(b, his[i]);
-    }
-    *lo = a;
-    *hi = b;
+    minMaxThreaded(x, count, &minMaxAvx2Range, lo, hi);
 }
 
 void quantizeGroupsQ8Avx2(const float* x, std::int64_t k, std::int64_t kPadded,
