@@ -8,6 +8,8 @@
 //    LLM decoding: float32 weights (512 MB, twice the last-level cache), BitLens int4 / NF4
 //    (group 32 / 64 / 128) and LibTorch's _weight_int4pack_mm_for_cpu; and 32 int4 layers so
 //    that the 4-bit weights alone (300 MB) exceed the LLC too.
+//  - 16-bit weight-only GEMV: the same layers as fp16 / bf16 (256 MB), BitLens's float16Gemm
+//    (float32 activations and sums) and LibTorch's bf16 at::linear.
 //  - bf16 at::matmul (oneDNN; AVX512-BF16 without AMX) against float32.
 //  - The roofline: peak fp32 FMA, int8 vpdpbusd and bf16 vdpbf16ps throughput on one and all
 //    cores, and a STREAM-like copy bandwidth.
@@ -339,6 +341,54 @@ void BM_GemvTorchInt4(benchmark::State& state)
     state.SetLabel("at::_weight_int4pack_mm_for_cpu bf16 g64");
 }
 
+/// `layers` weights [4096, 4096] as 16-bit floats (the float layers rounded).
+const std::vector<at::Tensor>& float16Layers(int layers, Float16Kind kind)
+{
+    static std::map<std::pair<int, Float16Kind>, std::vector<at::Tensor>> cache;
+    auto& v = cache[{layers, kind}];
+    const auto& f = floatLayers(layers);
+    while (static_cast<int>(v.size()) < layers)
+        v.push_back(f[v.size()].to(kind == Float16Kind::Fp16 ? at::kHalf : at::kBFloat16));
+    return v;
+}
+
+/// 16-bit weight-only GEMV (float32 activations and sums), the float16Gemm row in force.
+void BM_GemvBitlensFloat16(benchmark::State& state, Float16Kind kind)
+{
+    if (!ownRow(state, float16GemmKernel()))
+        return;
+    const std::int64_t m = state.range(0);
+    const int layers = static_cast<int>(state.range(1));
+    const auto& w = float16Layers(layers, kind);
+    const at::Tensor x = at::randn({m, kGemvSize}, gen(5));
+    at::Tensor y = at::empty({m, kGemvSize});
+    for (auto _ : state)
+        for (const at::Tensor& t : w) {
+            const Float16Weight view{static_cast<const std::uint16_t*>(t.data_ptr()), kGemvSize,
+                                     kGemvSize, kGemvSize, kind};
+            float16Gemm(x.data_ptr<float>(), m, kGemvSize, view, nullptr, y.data_ptr<float>());
+            benchmark::DoNotOptimize(y.data_ptr());
+        }
+    setBytes(state, 2.0 * kGemvSize * kGemvSize, layers);
+    state.SetLabel(std::string("bitlens ") + float16GemmKernel().name +
+                   (kind == Float16Kind::Fp16 ? " fp16" : " bf16") + " weights x float32");
+}
+
+/// LibTorch's bf16 x bf16 at::linear on the same weights (what a bf16 cast runs).
+void BM_GemvTorchBf16(benchmark::State& state)
+{
+    c10::InferenceMode guard;
+    const std::int64_t m = state.range(0);
+    const int layers = static_cast<int>(state.range(1));
+    const auto& w = float16Layers(layers, Float16Kind::Bf16);
+    const at::Tensor x = at::randn({m, kGemvSize}, gen(5)).to(at::kBFloat16);
+    for (auto _ : state)
+        for (const at::Tensor& t : w)
+            benchmark::DoNotOptimize(at::linear(x, t).data_ptr());
+    setBytes(state, 2.0 * kGemvSize * kGemvSize, layers);
+    state.SetLabel("at::linear bfloat16");
+}
+
 void gemvArgs(benchmark::internal::Benchmark* b)
 {
     b->ArgNames({"M", "layers"})->Args({1, 8})->Args({4, 8})->Args({8, 8});
@@ -361,6 +411,10 @@ BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g128, 128)
     ->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GemvBitlensVnni, int4_g64_over_llc, 64)
     ->ArgNames({"M", "layers"})->Args({1, 32})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GemvBitlensFloat16, fp16, Float16Kind::Fp16)->Apply(gemvArgs);
+BENCHMARK_CAPTURE(BM_GemvBitlensFloat16, bf16, Float16Kind::Bf16)->Apply(gemvArgs);
+BENCHMARK(BM_GemvTorchBf16)->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(
+    benchmark::kMillisecond);
 BENCHMARK(BM_GemvTorchInt4)->ArgNames({"M", "layers"})->Args({1, 8})->UseRealTime()->Unit(
     benchmark::kMillisecond);
 

@@ -303,6 +303,46 @@ void nibble4GemvQ8AvxVnni(const float* x, std::int64_t m, std::int64_t ldx,
 void nibble4GemvVnniRef(const float* x, std::int64_t m, std::int64_t ldx,
                         const Nibble4VnniPackedWeight& w, float* y);
 
+// --- 16-bit float weight-only GEMM --------------------------------------------------------------
+//
+// Weights kept as IEEE binary16 (fp16) or bfloat16 bits, float32 activations, float32
+// accumulation: half the bytes a float32 weight reads, and a batch-1 GEMV is bound by the bytes
+// it reads. Widening is exact either way. fp16 goes through F16C's vcvtph2ps (every half is a
+// float). bfloat16 is the top 16 bits of a float32, so zero-extending to 32 bits and shifting
+// left by 16 gives the float: bf16 0x3FC0 -> float bits 0x3FC00000 = 1.5; bf16 0xC120 ->
+// 0xC1200000 = -10.0. The rows differ only in the order of the float additions (8 or 16 lanes
+// summed at the end), so they agree to float rounding, not bit for bit.
+
+/// The 16-bit storage of a Float16Weight.
+enum class Float16Kind { Fp16, Bf16 };
+
+/// Weights w [N, K] as 16-bit floats, row-major with `ldw` elements per row (not owned: a
+/// tensor's storage or a mapped file).
+struct Float16Weight {
+    const std::uint16_t* bits = nullptr;
+    std::int64_t n = 0;
+    std::int64_t k = 0;
+    std::int64_t ldw = 0;
+    Float16Kind kind = Float16Kind::Bf16;
+};
+
+/// The float an fp16 bit pattern holds (exact; subnormals, infinities and NaN included).
+float fp16BitsToFloat(std::uint16_t bits);
+/// The float a bfloat16 bit pattern holds (exact).
+float bf16BitsToFloat(std::uint16_t bits);
+
+/// y [M, N] (row-major, N per row) = x [M, ldx] (first K read) times w^T, plus bias [N] when not
+/// null. AVX-512 (requires cpuFeatures().avx512); threads over blocks of output channels, rows
+/// in groups of 4 so one read of a weight row serves four activation rows.
+void float16GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                       const float* bias, float* y);
+/// The same on AVX2 + FMA + F16C (requires cpuFeatures().avx2).
+void float16GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                     const float* bias, float* y);
+/// Scalar twin: each dot product summed in index order in float32.
+void float16GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                    const float* bias, float* y);
+
 // --- dispatch: the fastest kernel the ISA level in force allows ---------------------------------
 //
 // Each operation has rows, one per ISA level that has a kernel for it, and the scalar `_ref`
@@ -336,6 +376,12 @@ KernelRow nibble4GemvQ8Kernel();
 /// nibble4GemvVnni or whichever row nibble4GemvQ8Kernel() names (equal bit for bit).
 void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
                    const Nibble4VnniPackedWeight& w, float* y);
+
+/// The 16-bit weight-only GEMM's row now: "avx512", "avx2" or "scalar".
+KernelRow float16GemmKernel();
+/// float16GemmAvx512 or whichever row float16GemmKernel() names.
+void float16Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                 const float* bias, float* y);
 
 /// bitsandbytes' NF4 code values (code 7 is 0).
 const float* nf4Table();

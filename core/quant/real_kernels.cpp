@@ -17,7 +17,15 @@ namespace bitlens::quant {
 namespace {
 
 /// The kernel families of the header's table.
-enum class KernelKind { Int8, Fp8, Cast, Int4WeightOnly, Int8WeightOnly, Nibble4WeightOnly };
+enum class KernelKind {
+    Int8,
+    Fp8,
+    Cast,
+    Int4WeightOnly,
+    Int8WeightOnly,
+    Nibble4WeightOnly,
+    Float16WeightOnly
+};
 
 /// What realKernelFor() decided for one layer on one device.
 struct KernelPlan {
@@ -170,7 +178,10 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
 {
     const bool own = source == KernelSource::Best && device.is_cpu();
     const LayerConfig& c = lq.config;
-    if (c.keepFloat || !lq.weightFloat.defined() || !lq.weight.scale.defined())
+    // 16-bit float weights need no scale (a GGUF F16 layer's round trip leaves none).
+    const bool sixteenBit = c.weightType == QuantType::FP16 || c.weightType == QuantType::BF16;
+    if (c.keepFloat || !lq.weightFloat.defined() ||
+        (!lq.weight.scale.defined() && !(sixteenBit && lq.weightFq.defined())))
         return std::nullopt;
     // LSTM / GRU run simulated: their recurrence has no LibTorch or BitLens low-bit kernel.
     if (node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU)
@@ -243,6 +254,15 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
 
     if (c.actMode != ActMode::Float)
         return std::nullopt;
+    if (own && (wt == QuantType::FP16 || wt == QuantType::BF16) &&
+        !kernels::float16GemmKernel().isReference()) {
+        // 16-bit weights, float32 activations and sums: half the bytes of the float32 GEMV.
+        plan.kind = KernelKind::Float16WeightOnly;
+        const std::string type(traits(wt).name);
+        plan.name = std::string("bitlens ") + kernels::float16GemmKernel().name + " " + type +
+                    " weight-only gemm (float32 x " + type + " -> float32)";
+        return plan;
+    }
     if (own && !kernels::nibble4GemmKernel().isReference() && isNibble4Type(wt)) {
         if (const auto group = nibble4Group(wg)) {
             plan.kind = KernelKind::Nibble4WeightOnly;
@@ -561,6 +581,14 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
     }
     case KernelKind::Int4WeightOnly: prepareInt4(p, view, lq, device); break;
     case KernelKind::Nibble4WeightOnly: prepareNibble4(p, view, lq); break;
+    case KernelKind::Float16WeightOnly:
+        // The simulated layer's weights are 16-bit values (a cast, or GGUF F16's round trip),
+        // so the cast back to 16 bits is exact.
+        p.weight = weightView(node, lq.weightFq)
+                       .to(at::kCPU, lq.config.weightType == QuantType::FP16 ? at::kHalf
+                                                                              : at::kBFloat16)
+                       .contiguous();
+        break;
     case KernelKind::Int8WeightOnly:
         p.kPadded = roundUp(p.k, kInt8WeightOnlyKMultiple);
         p.weight = padTo(quantize(view, lq.weight), p.n, p.kPadded).to(device).contiguous();
@@ -870,6 +898,19 @@ at::Tensor runNibble4(const Prepared& p, const at::Tensor& x2d)
     return y;
 }
 
+at::Tensor runFloat16(const Prepared& p, const at::Tensor& x2d, const at::Tensor& bias)
+{
+    const at::Tensor x = x2d.to(at::kFloat).contiguous();
+    at::Tensor y = at::empty({x.size(0), p.n});
+    const kernels::Float16Weight w{static_cast<const std::uint16_t*>(p.weight.data_ptr()), p.n,
+                                   p.k, p.k,
+                                   p.weight.scalar_type() == at::kHalf ? kernels::Float16Kind::Fp16
+                                                                       : kernels::Float16Kind::Bf16};
+    kernels::float16Gemm(x.data_ptr<float>(), x.size(0), p.k, w,
+                         bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>());
+    return y;
+}
+
 at::Tensor runInt8WeightOnly(const Prepared& p, const at::Tensor& x2d)
 {
     const at::Tensor a = padTo(x2d, x2d.size(0), p.kPadded).to(at::kBFloat16).contiguous();
@@ -927,7 +968,8 @@ at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p
     const at::Tensor x2d = x.reshape({-1, p.k}).to(at::kFloat);
     // BitLens's int8 GEMM adds a per-channel bias in its epilogue.
     at::Tensor fusedBias;
-    if (p.plan.own && bias.defined() && bias.dim() == 1 && bias.size(0) == p.n)
+    const bool fuses = p.plan.own || p.plan.kind == KernelKind::Float16WeightOnly;
+    if (fuses && bias.defined() && bias.dim() == 1 && bias.size(0) == p.n)
         fusedBias = bias.to(at::kFloat).contiguous();
     at::Tensor y2d;
     switch (p.plan.kind) {
@@ -936,6 +978,7 @@ at::Tensor runReal(const ir::Node& node, const LayerQuant& lq, const Prepared& p
     case KernelKind::Fp8: y2d = runFp8(lq, p, x, x2d); break;
     case KernelKind::Int4WeightOnly: y2d = runInt4(p, x2d); break;
     case KernelKind::Int8WeightOnly: y2d = runInt8WeightOnly(p, x2d); break;
+    case KernelKind::Float16WeightOnly: y2d = runFloat16(p, x2d, fusedBias); break;
     case KernelKind::Cast: break;
     }
     std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);

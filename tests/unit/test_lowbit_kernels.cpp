@@ -612,3 +612,111 @@ TEST(IsaLevels, NamesParseBackAndTheListRisesToTheHardware)
     if (hardwareFeatures().avx2)
         EXPECT_TRUE(avx2);
 }
+
+// --- 16-bit float weight-only GEMM ---------------------------------------------------------------
+
+TEST(Float16Widen, EveryBitPatternMatchesLibTorch)
+{
+    at::Tensor bits = at::arange(65536, at::kInt).to(at::kShort);  // wraps to the 16-bit patterns
+    const at::Tensor half = at::empty({65536}, at::kHalf);
+    const at::Tensor brain = at::empty({65536}, at::kBFloat16);
+    std::memcpy(half.data_ptr(), bits.data_ptr(), 2 * 65536);
+    std::memcpy(brain.data_ptr(), bits.data_ptr(), 2 * 65536);
+    const at::Tensor wantHalf = half.to(at::kFloat), wantBrain = brain.to(at::kFloat);
+    const auto* u = static_cast<const std::uint16_t*>(bits.data_ptr());
+    for (int i = 0; i < 65536; ++i) {
+        const float h = fp16BitsToFloat(u[i]), b = bf16BitsToFloat(u[i]);
+        const float wh = wantHalf.data_ptr<float>()[i], wb = wantBrain.data_ptr<float>()[i];
+        ASSERT_TRUE(std::isnan(wh) ? std::isnan(h) : std::memcmp(&h, &wh, 4) == 0)
+            << "fp16 0x" << std::hex << u[i] << ": " << h << " vs " << wh;
+        ASSERT_TRUE(std::isnan(wb) ? std::isnan(b) : std::memcmp(&b, &wb, 4) == 0)
+            << "bf16 0x" << std::hex << u[i];
+    }
+}
+
+namespace {
+
+/// Random weights [N, ldw] of `kind` (elements past K are NaN: the kernels must not read them).
+at::Tensor randomFloat16(std::int64_t n, std::int64_t k, std::int64_t ldw, Float16Kind kind,
+                         std::uint64_t seed)
+{
+    const at::ScalarType type = kind == Float16Kind::Fp16 ? at::kHalf : at::kBFloat16;
+    at::Tensor w = at::full({n, ldw}, std::numeric_limits<float>::quiet_NaN()).to(type);
+    w.narrow(1, 0, k).copy_(at::randn({n, k}, seeded(seed)).to(type));
+    return w;
+}
+
+Float16Weight viewOf(const at::Tensor& w, std::int64_t k, Float16Kind kind)
+{
+    return {static_cast<const std::uint16_t*>(w.data_ptr()), w.size(0), k, w.size(1), kind};
+}
+
+} // namespace
+
+TEST(Float16GemmRef, MatchesAFloat64MatmulOfTheWidenedWeights)
+{
+    std::uint64_t seed = 700;
+    for (Float16Kind kind : {Float16Kind::Fp16, Float16Kind::Bf16})
+        for (std::int64_t k : {1, 17, 300}) {
+            const std::int64_t m = 3, n = 5;
+            const at::Tensor w = randomFloat16(n, k, k + 3, kind, seed++);
+            const at::Tensor x = at::randn({m, k}, seeded(seed++));
+            const at::Tensor bias = at::randn({n}, seeded(seed++));
+            at::Tensor y = at::empty({m, n});
+            float16GemmRef(x.data_ptr<float>(), m, k, viewOf(w, k, kind), bias.data_ptr<float>(),
+                           y.data_ptr<float>());
+            const at::Tensor want =
+                at::matmul(x.to(at::kDouble), w.narrow(1, 0, k).to(at::kDouble).t()) +
+                bias.to(at::kDouble);
+            EXPECT_TRUE(at::allclose(y.to(at::kDouble), want, 1e-5, 1e-5))
+                << (y - want).abs().max().item<double>();
+        }
+}
+
+class Float16GemmAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(Float16GemmAtIsa);
+
+TEST_P(Float16GemmAtIsa, MatchesTheReferenceToFloatRounding)
+{
+    SCOPED_TRACE(std::string("16-bit GEMM row ") + float16GemmKernel().name);
+    std::mt19937 rng(23);
+    std::uint64_t seed = 800;
+    for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 127, 1023}) {
+        for (Float16Kind kind : {Float16Kind::Fp16, Float16Kind::Bf16}) {
+            const std::int64_t m = static_cast<std::int64_t>(rng() % 9) + 1;
+            const std::int64_t n = kSizes[rng() % kSizes.size()];
+            const bool withBias = rng() % 2 == 0;
+            SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                         std::to_string(n) + (kind == Float16Kind::Fp16 ? " fp16" : " bf16") +
+                         (withBias ? " bias" : ""));
+            const at::Tensor w = randomFloat16(n, k, k + 5, kind, seed++);
+            // x rows are longer than K and the extra elements are NaN: never read.
+            at::Tensor x = at::full({m, k + 3}, std::numeric_limits<float>::quiet_NaN());
+            x.narrow(1, 0, k).normal_(0, 1, seeded(seed++));
+            const at::Tensor bias = at::randn({n}, seeded(seed++));
+            at::Tensor got = at::empty({m, n}), want = at::empty({m, n});
+            const Float16Weight view = viewOf(w, k, kind);
+            const float* b = withBias ? bias.data_ptr<float>() : nullptr;
+            float16Gemm(x.data_ptr<float>(), m, k + 3, view, b, got.data_ptr<float>());
+            float16GemmRef(x.data_ptr<float>(), m, k + 3, view, b, want.data_ptr<float>());
+            // float32 sums of K terms in another order: within K * 2^-24 of the magnitudes.
+            const at::Tensor magnitude =
+                at::matmul(x.narrow(1, 0, k).abs().to(at::kDouble),
+                           w.narrow(1, 0, k).to(at::kDouble).abs().t());
+            const at::Tensor bound = magnitude * (static_cast<double>(k) * 6e-8) + 1e-6;
+            ASSERT_TRUE(((got - want).abs().to(at::kDouble) <= bound).all().item<bool>())
+                << (got - want).abs().max().item<float>();
+        }
+    }
+}
+
+TEST_P(Float16GemmAtIsa, NamesTheRowOfTheLevelInForce)
+{
+    const std::string name = float16GemmKernel().name;
+    switch (GetParam()) {
+    case IsaLevel::Scalar: EXPECT_EQ(name, "scalar"); break;
+    case IsaLevel::Avx2:
+    case IsaLevel::AvxVnni: EXPECT_EQ(name, "avx2"); break;
+    case IsaLevel::Avx512: EXPECT_EQ(name, "avx512"); break;
+    }
+}

@@ -858,6 +858,32 @@ TEST_P(OwnKernel4Bit, OneHotRowsReadEveryDequantizedWeightBack)
     }
 }
 
+TEST_P(OwnKernel4Bit, SixteenBitWeightsRunOnTheFloat16GemmToFloatRounding)
+{
+    // Weight-only fp16 / bf16 (float32 activations): the 16-bit codes are the simulated
+    // weights exactly, so only the order of the float32 sums differs.
+    const kernels::KernelRow row = kernels::float16GemmKernel();
+    std::uint64_t seed = 980;
+    for (const auto& [spec, type] : {std::pair<const char*, const char*>{"gguf-f16", "fp16"},
+                                     {"w4-int4:weight=bf16", "bf16"},
+                                     {"w4-int4:weight=fp16,per=channel", "fp16"}}) {
+        if (row.isReference()) {
+            // The scalar twin is never picked for speed: the layer stays simulated.
+            const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed++);
+            const auto model = prepared(graph, spec, at::Tensor());
+            EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"),
+                                           model.layers.at("layer"), kCpu),
+                      std::nullopt)
+                << spec;
+            continue;
+        }
+        const std::string kernel = std::string("bitlens ") + row.name + " " + type +
+                                   " weight-only gemm (float32 x " + type + " -> float32)";
+        forEachCase(spec, kLinearOps, seed++, kernel, expectFloatRounding,
+                    quant::KernelSource::Best);
+    }
+}
+
 TEST_P(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
 {
     const std::string kOwnInt8 = ownInt8();

@@ -811,3 +811,110 @@ void nibble4GemvQ8AvxVnni(const float* x, std::int64_t m, std::int64_t ldx,
 }
 
 } // namespace bitlens::kernels
+
+// --- 16-bit float weight-only GEMM (lowbit.h) ------------------------------------------------
+
+namespace bitlens::kernels {
+
+namespace {
+
+/// Rows of x per pass over a weight row: 4 rows x 2 accumulators + 2 weight vectors.
+constexpr int kFloat16Rows = 4;
+
+/// Output channels per task: about 128 KiB of weights, so the rows of a group after the first
+/// read them from L2.
+std::int64_t float16BlockChannels(std::int64_t k)
+{
+    return std::clamp<std::int64_t>((128 * 1024) / std::max<std::int64_t>(2 * k, 1), 8, 512);
+}
+
+/// Eight 16-bit floats at p widened to float32 (exact).
+template <Float16Kind Kind>
+BITLENS_AVX2 __m256 widen8(const std::uint16_t* p)
+{
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (Kind == Float16Kind::Fp16)
+        return _mm256_cvtph_ps(h);
+    else
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/// y[m0 + r, n] for r < MR and n in [n0, n1): two 8-lane accumulators per row over 16 k at a
+/// time, the K tail (under 8) in scalar float.
+template <Float16Kind Kind, int MR>
+BITLENS_AVX2 void float16RowsAvx2(const float* x, std::int64_t ldx, const Float16Weight& w,
+                                  const float* bias, std::int64_t n0, std::int64_t n1, float* y)
+{
+    for (std::int64_t n = n0; n < n1; ++n) {
+        const std::uint16_t* wr = w.bits + n * w.ldw;
+        __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+            acc0[r] = acc1[r] = _mm256_setzero_ps();
+        std::int64_t k = 0;
+        for (; k + 16 <= w.k; k += 16) {
+            const __m256 w0 = widen8<Kind>(wr + k);
+            const __m256 w1 = widen8<Kind>(wr + k + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+                acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + k), acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * ldx + k + 8), acc1[r]);
+            }
+        }
+        if (k + 8 <= w.k) {
+            const __m256 w0 = widen8<Kind>(wr + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + k), acc0[r]);
+            k += 8;
+        }
+        for (int r = 0; r < MR; ++r) {
+            float sum = reduceAdd(_mm256_add_ps(acc0[r], acc1[r]));
+            for (std::int64_t t = k; t < w.k; ++t)
+                sum += (Kind == Float16Kind::Fp16 ? fp16BitsToFloat(wr[t]) : bf16BitsToFloat(wr[t])) *
+                       x[r * ldx + t];
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+    }
+}
+
+template <Float16Kind Kind>
+void float16DriverAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                       const float* bias, float* y)
+{
+    using RowsFn = void (*)(const float*, std::int64_t, const Float16Weight&, const float*,
+                            std::int64_t, std::int64_t, float*);
+    constexpr std::array<RowsFn, kFloat16Rows> rowsFns = {
+        &float16RowsAvx2<Kind, 1>, &float16RowsAvx2<Kind, 2>, &float16RowsAvx2<Kind, 3>,
+        &float16RowsAvx2<Kind, 4>};
+    const std::int64_t block = float16BlockChannels(w.k);
+    const std::int64_t blocks = (w.n + block - 1) / block;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            const std::int64_t n0 = b * block, n1 = std::min(w.n, n0 + block);
+            for (std::int64_t m0 = 0; m0 < m; m0 += kFloat16Rows) {
+                const auto rows = static_cast<std::size_t>(std::min<std::int64_t>(kFloat16Rows, m - m0));
+                rowsFns[rows - 1](x + m0 * ldx, ldx, w, bias, n0, n1, y + m0 * w.n);
+            }
+        }
+    });
+}
+
+} // namespace
+
+void float16GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                     const float* bias, float* y)
+{
+    if (!cpuFeatures().avx2)
+        throw std::runtime_error("float16GemmAvx2: this CPU lacks the ISA");
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float16GemmAvx2: rows shorter than K");
+    if (m == 0 || w.n == 0)
+        return;
+    if (w.kind == Float16Kind::Fp16)
+        float16DriverAvx2<Float16Kind::Fp16>(x, m, ldx, w, bias, y);
+    else
+        float16DriverAvx2<Float16Kind::Bf16>(x, m, ldx, w, bias, y);
+}
+
+} // namespace bitlens::kernels

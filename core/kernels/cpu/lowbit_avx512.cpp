@@ -573,3 +573,121 @@ void nibble4GemvVnni(const float* x, std::int64_t m, std::int64_t ldx,
 }
 
 } // namespace bitlens::kernels
+
+// --- 16-bit float weight-only GEMM (lowbit.h) ------------------------------------------------
+
+#define BITLENS_AVX512F16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+namespace bitlens::kernels {
+
+namespace {
+
+/// Rows of x per pass over a weight row: 4 rows x 2 accumulators + 2 weight vectors.
+constexpr int kFloat16Rows512 = 4;
+
+/// Sixteen 16-bit floats at p widened to float32 (exact).
+template <Float16Kind Kind>
+BITLENS_AVX512F16 __m512 widen16(const std::uint16_t* p)
+{
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (Kind == Float16Kind::Fp16)
+        return _mm512_cvtph_ps(h);
+    else
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/// y[r, n] for r < MR and n in [n0, n1): two 16-lane accumulators per row over 32 k at a time;
+/// the K tail (under 16) through a masked load.
+template <Float16Kind Kind, int MR>
+BITLENS_AVX512F16 void float16RowsAvx512(const float* x, std::int64_t ldx, const Float16Weight& w,
+                                         const float* bias, std::int64_t n0, std::int64_t n1,
+                                         float* y)
+{
+    const std::int64_t tail = w.k % 16;
+    const __mmask16 tailMask = static_cast<__mmask16>((1u << tail) - 1u);
+    const std::int64_t kMain = w.k - tail;
+    for (std::int64_t n = n0; n < n1; ++n) {
+        const std::uint16_t* wr = w.bits + n * w.ldw;
+        __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+            acc0[r] = acc1[r] = _mm512_setzero_ps();
+        std::int64_t k = 0;
+        for (; k + 32 <= kMain; k += 32) {
+            const __m512 w0 = widen16<Kind>(wr + k);
+            const __m512 w1 = widen16<Kind>(wr + k + 16);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+                acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * ldx + k), acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * ldx + k + 16), acc1[r]);
+            }
+        }
+        if (k < kMain) {
+            const __m512 w0 = widen16<Kind>(wr + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * ldx + k), acc0[r]);
+            k += 16;
+        }
+        if (tail) {
+            // Masked lanes load as zero from both operands, so they add nothing.
+            const __m256i h = _mm256_maskz_loadu_epi16(tailMask, wr + k);
+            const __m512 wt = Kind == Float16Kind::Fp16
+                                  ? _mm512_cvtph_ps(h)
+                                  : _mm512_castsi512_ps(
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc1[r] = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(tailMask, x + r * ldx + k),
+                                          acc1[r]);
+        }
+        for (int r = 0; r < MR; ++r) {
+            const float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+    }
+}
+
+template <Float16Kind Kind>
+void float16DriverAvx512(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                         const float* bias, float* y)
+{
+    using RowsFn = void (*)(const float*, std::int64_t, const Float16Weight&, const float*,
+                            std::int64_t, std::int64_t, float*);
+    constexpr std::array<RowsFn, kFloat16Rows512> rowsFns = {
+        &float16RowsAvx512<Kind, 1>, &float16RowsAvx512<Kind, 2>, &float16RowsAvx512<Kind, 3>,
+        &float16RowsAvx512<Kind, 4>};
+    // About 128 KiB of weights per task, so the later row groups read them from L2.
+    const std::int64_t block =
+        std::clamp<std::int64_t>((128 * 1024) / std::max<std::int64_t>(2 * w.k, 1), 8, 512);
+    const std::int64_t blocks = (w.n + block - 1) / block;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            const std::int64_t n0 = b * block, n1 = std::min(w.n, n0 + block);
+            for (std::int64_t m0 = 0; m0 < m; m0 += kFloat16Rows512) {
+                const auto rows =
+                    static_cast<std::size_t>(std::min<std::int64_t>(kFloat16Rows512, m - m0));
+                rowsFns[rows - 1](x + m0 * ldx, ldx, w, bias, n0, n1, y + m0 * w.n);
+            }
+        }
+    });
+}
+
+} // namespace
+
+void float16GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                       const float* bias, float* y)
+{
+    if (!cpuFeatures().avx512)
+        throw std::runtime_error("float16GemmAvx512: this CPU lacks the ISA");
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float16GemmAvx512: rows shorter than K");
+    if (m == 0 || w.n == 0)
+        return;
+    if (w.kind == Float16Kind::Fp16)
+        float16DriverAvx512<Float16Kind::Fp16>(x, m, ldx, w, bias, y);
+    else
+        float16DriverAvx512<Float16Kind::Bf16>(x, m, ldx, w, bias, y);
+}
+
+} // namespace bitlens::kernels

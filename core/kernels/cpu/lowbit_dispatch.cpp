@@ -118,3 +118,27 @@ void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
 }
 
 } // namespace bitlens::kernels
+
+namespace bitlens::kernels {
+
+KernelRow float16GemmKernel()
+{
+    const CpuFeatures f = cpuFeatures();
+    if (f.avx512)
+        return {IsaLevel::Avx512, "avx512"};
+    if (f.avx2)
+        return {IsaLevel::Avx2, "avx2"};
+    return {IsaLevel::Scalar, "scalar"};
+}
+
+void float16Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                 const float* bias, float* y)
+{
+    switch (float16GemmKernel().level) {
+    case IsaLevel::Avx512: float16GemmAvx512(x, m, ldx, w, bias, y); return;
+    case IsaLevel::Avx2: float16GemmAvx2(x, m, ldx, w, bias, y); return;
+    default: float16GemmRef(x, m, ldx, w, bias, y); return;
+    }
+}
+
+} // namespace bitlens::kernels

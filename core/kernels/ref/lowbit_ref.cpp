@@ -361,3 +361,56 @@ std::string nibble4GemvCudaHost(const float*, std::int64_t, const Nibble4DeviceW
 #endif
 
 } // namespace bitlens::kernels
+
+namespace bitlens::kernels {
+
+// --- 16-bit float weight-only GEMM ------------------------------------------------------------
+
+float fp16BitsToFloat(std::uint16_t bits)
+{
+    // binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. Normal numbers move to float's
+    // exponent bias 127 (+112); subnormals are mantissa * 2^-24, exact in float.
+    const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+    const std::uint32_t exponent = (bits >> 10) & 0x1Fu;
+    const std::uint32_t mantissa = bits & 0x3FFu;
+    std::uint32_t out;
+    if (exponent == 0) {
+        const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+        std::memcpy(&out, &magnitude, 4);
+        out |= sign;
+    } else if (exponent == 0x1F) {
+        out = sign | 0x7F800000u | (mantissa << 13);
+    } else {
+        out = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    }
+    float f;
+    std::memcpy(&f, &out, 4);
+    return f;
+}
+
+float bf16BitsToFloat(std::uint16_t bits)
+{
+    const std::uint32_t out = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &out, 4);
+    return f;
+}
+
+void float16GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                    const float* bias, float* y)
+{
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float16GemmRef: rows shorter than K");
+    const auto widen = w.kind == Float16Kind::Fp16 ? &fp16BitsToFloat : &bf16BitsToFloat;
+    for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            const std::uint16_t* wr = w.bits + n * w.ldw;
+            const float* xr = x + r * ldx;
+            float sum = 0.0F;
+            for (std::int64_t k = 0; k < w.k; ++k)
+                sum += widen(wr[k]) * xr[k];
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+}
+
+} // namespace bitlens::kernels
