@@ -32,7 +32,7 @@ constexpr int kExitBadInput = 3;
 constexpr int kExitRuntime = 5;
 
 /// The application icon, compiled in from resources/bitlens.qrc (PNGs rendered from
-/// resources/bitlens.svg at build time): every window, the About box and the taskbar use it.
+/// resources/bitlens.svg at build time): every window, the taskbar and QMessageBox::about use it.
 QIcon applicationIcon()
 {
     QIcon icon;
