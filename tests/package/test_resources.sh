@@ -2,10 +2,11 @@
 # Package: the desktop resources are valid as written and as rendered. The desktop entry passes
 # desktop-file-validate, the AppStream metainfo passes appstreamcli validate, the MIME XML is
 # well-formed, the icon PNGs have their nominal sizes and are not blank.
-# Usage: test_resources.sh SOURCE_DIR RESOURCES_BUILD_DIR
+# Usage: test_resources.sh SOURCE_DIR RESOURCES_BUILD_DIR BITLENS_BINARY
 set -uo pipefail
 src=$1
 out=$2
+gui=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$src/tests/e2e/lib.sh"
@@ -39,4 +40,10 @@ for size in 16 32 48 64 128 256; do
     "[ \"\$(convert '$png' -format '%[fx:p{0,0}.a]' info:)\" = 0 ]"
   expect "icon-$size-qrc" grep -q "icons/$size.png" "$res/bitlens.qrc"
 done
+# The icon is compiled into the GUI: rcc's name table holds each alias in UTF-16.
+expect icons-in-binary python3 -c "
+d = open('$gui', 'rb').read()
+missing = [n for n in ['bitlens.svg'] + [f'{s}.png' for s in (16, 32, 48, 64, 128, 256)]
+           if n.encode('utf-16-be') not in d]
+assert not missing, missing"
 finish
