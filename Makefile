@@ -1,6 +1,7 @@
 # Thin wrappers around scripts/bootstrap, CMake and CTest. The README's two commands:
 #   make run    bootstrap, build, open the GUI on the demo model (fashion-cnn)
 #   make test   bootstrap, build, run every test headless (what CI runs)
+#   make package   build bitlens and bitlens-cli, then the .deb (CPack) in $(BUILD)/
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -13,7 +14,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 # Lets ccache hit on files compiled with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all bootstrap configure build run test bench format clean
+.PHONY: all bootstrap configure build run test bench package format clean
 
 all: build
 
@@ -39,6 +40,12 @@ test: build
 	  skips=$$(grep -hoE "^(SKIP: .*|SKIP   : .*)" Testing/Temporary/LastTest.log 2>/dev/null | sort -u); \
 	  if [ -n "$$skips" ]; then echo "Skipped parts, and why:"; echo "$$skips" | sed 's/^/  /'; fi; \
 	  exit $$rc
+
+package: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target bitlens bitlens-cli bitlens_icons
+	@# The lock: tests/package/test_deb.sh may be packaging the same build folder.
+	@cd $(BUILD) && flock .package.lock cpack -G DEB
+	@ls -l $(BUILD)/bitlens_*.deb
 
 bench: build
 	@scripts/run-bench $(BUILD)

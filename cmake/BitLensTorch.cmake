@@ -66,4 +66,6 @@ endif()
 target_compile_definitions(bitlens_torch INTERFACE BITLENS_TORCH_VERSION="${BITLENS_TORCH_VERSION}")
 target_link_libraries(bitlens_torch INTERFACE
   "-Wl,--no-as-needed" ${_torch_libs} "-Wl,--as-needed" pthread dl)
-target_link_options(bitlens_torch INTERFACE "-Wl,-rpath,${_tlib}")
+# No -Wl,-rpath of our own: CMake puts ${_tlib} in the build tree's RPATH (the libraries are
+# linked by full path) and replaces it on install (cmake/BitLensInstall.cmake); a flag here
+# would stay in the installed binaries, ahead of $ORIGIN/../lib/bitlens.

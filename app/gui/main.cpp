@@ -18,6 +18,7 @@
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QIcon>
 #include <QPixmap>
 #include <QTimer>
 
@@ -30,6 +31,16 @@ namespace {
 constexpr int kExitBadInput = 3;
 constexpr int kExitRuntime = 5;
 
+/// The application icon, compiled in from resources/bitlens.qrc (PNGs rendered from
+/// resources/bitlens.svg at build time): every window, the taskbar and QMessageBox::about use it.
+QIcon applicationIcon()
+{
+    QIcon icon;
+    for (const int size : {16, 32, 48, 64, 128, 256})
+        icon.addFile(QStringLiteral(":/icons/bitlens/%1.png").arg(size), QSize(size, size));
+    return icon;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -40,6 +51,10 @@ int main(int argc, char** argv)
     QApplication::setOrganizationName(QStringLiteral("BitLens"));
     QApplication::setApplicationName(QStringLiteral("BitLens"));
     QApplication::setApplicationVersion(QStringLiteral(BITLENS_VERSION));
+    QApplication::setWindowIcon(applicationIcon());
+    // Matches the installed org.bitlens.BitLens.desktop, so desktops (and Wayland's app id)
+    // tie the window to its menu entry and icon.
+    QApplication::setDesktopFileName(QStringLiteral("org.bitlens.BitLens"));
 
     QCommandLineParser parser;
     parser.setApplicationDescription(
