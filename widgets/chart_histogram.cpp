@@ -2,6 +2,8 @@
 
 #include "chart_json.h"
 
+#include "analysis/teaching.h"
+
 #include <QAreaSeries>
 #include <QChart>
 #include <QLegend>
@@ -19,43 +21,6 @@ namespace bitlens::widgets {
 namespace rj = reportjson;
 
 namespace {
-
-/// bitsandbytes' NF4 code book (get_4bit_type("nf4")), the same table core/quant uses.
-constexpr std::array<double, 16> kNf4Codes = {
-    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0};
-/// FP4 E2M1 magnitudes; the largest is 6.
-constexpr std::array<double, 8> kFp4Magnitudes = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-
-/// Positive finite values of an FP8 format with `mantissaBits` and `bias`, up to `maxValue`.
-std::vector<double> fp8Magnitudes(int mantissaBits, int bias, double maxValue)
-{
-    std::vector<double> out{0.0};
-    const int steps = 1 << mantissaBits;
-    for (int m = 1; m < steps; ++m) // subnormals: m / 2^M * 2^(1 - bias)
-        out.push_back(std::ldexp(double(m) / steps, 1 - bias));
-    for (int e = 1;; ++e)
-        for (int m = 0; m < steps; ++m) {
-            const double value = std::ldexp(1.0 + double(m) / steps, e - bias);
-            if (value > maxValue)
-                return out;
-            out.push_back(value);
-        }
-}
-
-std::vector<double> mirrored(const std::vector<double>& magnitudes, double scale)
-{
-    std::vector<double> out;
-    for (const double m : magnitudes) {
-        out.push_back(m * scale);
-        if (m != 0.0)
-            out.push_back(-m * scale);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
 
 QString typeLabel(const QString& type)
 {
@@ -75,48 +40,14 @@ QString typeLabel(const QString& type)
 QuantGrid quantGrid(const QString& weightType, bool symmetric, double lo, double hi)
 {
     QuantGrid grid;
-    if (!(std::isfinite(lo) && std::isfinite(hi)) || hi < lo)
+    grid.values = analysis::codePoints(weightType.toStdString(), symmetric, lo, hi);
+    if (grid.values.empty())
         return grid;
-    const double absMax = std::max(std::abs(lo), std::abs(hi));
-    if (absMax == 0.0)
-        return grid;
-    int bits = 0;
-    if (weightType == QLatin1String("int8") || weightType == QLatin1String("uint8"))
-        bits = 8;
-    else if (weightType == QLatin1String("int4") || weightType == QLatin1String("uint4"))
-        bits = 4;
-    else if (weightType == QLatin1String("int2"))
-        bits = 2;
-    if (bits > 0) {
-        if (symmetric) {
-            // int8 symmetric: scale = max|w| / 127, values k * scale for k in [-127, 127].
-            const int steps = (1 << (bits - 1)) - 1;
-            for (int k = -steps; k <= steps; ++k)
-                grid.values.push_back(absMax * k / steps);
-        } else {
-            // Asymmetric: 2^bits - 1 steps from lo to hi (the zero point makes 0 exact in
-            // core; the per-tensor view draws the even spacing).
-            const int steps = (1 << bits) - 1;
-            for (int k = 0; k <= steps; ++k)
-                grid.values.push_back(lo + (hi - lo) * k / steps);
-        }
-        grid.description = QObject::tr("%1 grid (per-tensor view)").arg(weightType);
-        return grid;
-    }
-    if (weightType == QLatin1String("nf4")) {
-        for (const double code : kNf4Codes)
-            grid.values.push_back(code * absMax);
-    } else if (weightType == QLatin1String("fp4_e2m1") || weightType == QLatin1String("fp4")) {
-        grid.values = mirrored({kFp4Magnitudes.begin(), kFp4Magnitudes.end()}, absMax / 6.0);
-    } else if (weightType == QLatin1String("fp8_e4m3")) {
-        grid.values = mirrored(fp8Magnitudes(3, 7, 448.0), absMax / 448.0);
-    } else if (weightType == QLatin1String("fp8_e5m2")) {
-        grid.values = mirrored(fp8Magnitudes(2, 15, 57344.0), absMax / 57344.0);
-    } else {
-        return grid; // float types: the grid is finer than any histogram bin
-    }
-    grid.description = QObject::tr("%1 code points × max|w| (per-tensor view)")
-                           .arg(typeLabel(weightType));
+    const bool integer = weightType.startsWith(QLatin1String("int")) ||
+                         weightType.startsWith(QLatin1String("uint"));
+    grid.description = integer ? QObject::tr("%1 grid (per-tensor view)").arg(weightType)
+                               : QObject::tr("%1 code points × max|w| (per-tensor view)")
+                                     .arg(typeLabel(weightType));
     return grid;
 }
 

@@ -25,9 +25,8 @@ struct QuantGrid {
 };
 
 /// The grid of `weightType` ("int8", "int4", "nf4", "fp4_e2m1", "fp8_e4m3", ...) over the weight
-/// range [lo, hi]: symmetric integer types use [-max|w|, max|w|] with 2^(bits-1)-1 steps each
-/// side, asymmetric ones 2^bits-1 steps from lo to hi; NF4/FP4/FP8 are their code points scaled
-/// so the largest is max|w|. Per-channel and per-group scales differ from this per-tensor view.
+/// range [lo, hi]: analysis::codePoints (core) with a legend text. Per-channel and per-group
+/// scales differ from this per-tensor view.
 QuantGrid quantGrid(const QString& weightType, bool symmetric, double lo, double hi);
 
 /// Histogram of one layer (error, weights or activations), chosen by setMode / setLayer.

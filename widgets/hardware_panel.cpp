@@ -1,26 +1,15 @@
 #include "hardware_panel.h"
 
-#include "exec/device.h"
-#include "kernels/cpu_features.h"
-#include "kernels/fake_quant.h"
-#include "kernels/lowbit.h"
-
 #include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
-
-#include <algorithm>
-#include <chrono>
-#include <exception>
+#include <utility>
 
 namespace bitlens::widgets {
 
@@ -81,132 +70,55 @@ QString yesNo(bool on)
     return on ? QObject::tr("yes") : QObject::tr("no");
 }
 
-double median3(std::vector<double> v)
+QString text(const std::string& s)
 {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-/// Times `reps` calls of `fn` three times after one warm-up; returns the median rate in
-/// 10^9 operations per second for `opsPerCall` operations per call.
-template <typename Fn>
-double timeRate(Fn&& fn, double opsPerCall)
-{
-    using Clock = std::chrono::steady_clock;
-    const auto w0 = Clock::now();
-    fn();
-    const double warmSec = std::chrono::duration<double>(Clock::now() - w0).count();
-    // Keep the whole benchmark under ~2 s: about 60 ms per timed run, at least one call.
-    const int reps = std::clamp(static_cast<int>(0.06 / std::max(warmSec, 1e-6)), 1, 20);
-    std::vector<double> rates;
-    for (int run = 0; run < 3; ++run) {
-        const auto t0 = Clock::now();
-        for (int i = 0; i < reps; ++i)
-            fn();
-        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-        rates.push_back(opsPerCall * reps / std::max(sec, 1e-9) / 1e9);
-    }
-    return median3(rates);
+    return QString::fromStdString(s);
 }
 
 } // namespace
 
-std::vector<MatmulRate> measureMatmulRates(int size)
-{
-    std::vector<MatmulRate> out;
-    const double ops = 2.0 * double(size) * double(size) * double(size);
-    const auto run = [&](const QString& name, const QString& unit, auto&& fn) {
-        MatmulRate rate;
-        rate.name = name;
-        rate.unit = unit;
-        try {
-            c10::InferenceMode guard;
-            rate.ratePerSec = timeRate(fn, ops);
-        } catch (const std::exception& e) {
-            rate.error = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
-        }
-        out.push_back(rate);
-    };
-    at::Tensor a;
-    at::Tensor b;
-    {
-        c10::InferenceMode guard;
-        a = at::randn({size, size});
-        b = at::randn({size, size});
-    }
-    run(QStringLiteral("float32 (at::matmul)"), QStringLiteral("GFLOP/s"),
-        [&] { (void)at::matmul(a, b); });
-    at::Tensor a8;
-    at::Tensor b8;
-    at::Tensor a16;
-    at::Tensor b16;
-    {
-        c10::InferenceMode guard;
-        a8 = at::randint(-127, 128, {size, size}, at::kChar);
-        b8 = at::randint(-127, 128, {size, size}, at::kChar);
-        a16 = a.to(at::kBFloat16);
-        b16 = b.to(at::kBFloat16);
-    }
-    run(QStringLiteral("int8 -> int32 (at::_int_mm)"), QStringLiteral("GOP/s"),
-        [&] { (void)at::_int_mm(a8, b8); });
-    run(QStringLiteral("bf16 (at::matmul)"), QStringLiteral("GFLOP/s"),
-        [&] { (void)at::matmul(a16, b16); });
-    return out;
-}
-
 QStringList HardwarePanel::knownFlags()
 {
     QStringList names;
-    for (const kernels::CpuFlag& flag : kernels::cpuFlags())
-        names.push_back(QString::fromLatin1(flag.name));
+    for (const analysis::CpuFlagFact& flag : analysis::cpuFlagFacts())
+        names.push_back(text(flag.name));
     return names;
 }
 
 int HardwarePanel::parseSmVersion(const QString& deviceName)
 {
-    static const QRegularExpression sm(QStringLiteral("sm_(\\d+)"));
-    const QRegularExpressionMatch match = sm.match(deviceName);
-    return match.hasMatch() ? match.captured(1).toInt() : 0;
+    return analysis::parseSmVersion(deviceName.toStdString());
 }
 
-HardwarePanel::HardwarePanel(QWidget* parent) : QWidget(parent)
+HardwarePanel::HardwarePanel(QWidget* parent) : QWidget(parent), m_facts(analysis::probeHardware())
 {
-    QString modelName = QString::fromStdString(kernels::cpuModelName());
+    QString modelName = text(m_facts.cpuModel);
     if (modelName.isEmpty())
         modelName = tr("unknown CPU");
-    for (const kernels::CpuFlag& flag : kernels::cpuFlags())
+    for (const analysis::CpuFlagFact& flag : m_facts.flags)
         if (flag.present)
-            m_flags.push_back(QString::fromLatin1(flag.name));
-
-    if (exec::cudaAvailable()) {
-        const QString name = QString::fromStdString(kernels::cudaDeviceName());
-        m_cudaText = name.isEmpty()
-                         ? QString::fromStdString(exec::deviceDescription("cuda"))
-                         : name;
-        m_sm = parseSmVersion(m_cudaText);
-    } else {
-        m_cudaText = tr("No CUDA device");
-    }
+            m_flags.push_back(text(flag.name));
+    m_cudaText = m_facts.cudaAvailable ? text(m_facts.cudaDevice) : tr("No CUDA device");
 
     auto* layout = new QVBoxLayout(this);
     auto* cpuLabel = new QLabel(tr("<b>CPU:</b> %1 &nbsp; (flags from cpuid, as the kernels see "
                                    "them)")
                                     .arg(modelName.toHtmlEscaped()));
     layout->addWidget(cpuLabel);
-    const QString isaNote = QString::fromStdString(kernels::isaOverrideNote());
+    const QString isaNote = text(m_facts.isaNote);
     m_isaLabel = new QLabel(
         tr("<b>Own kernels:</b> ISA level %1 of %2 (int8 GEMM: %3; 4-bit GEMV: %4)%5")
-            .arg(QString::fromLatin1(kernels::isaName(kernels::isaLevel())),
-                 QString::fromLatin1(kernels::isaName(kernels::hardwareIsaLevel())),
-                 QString::fromLatin1(kernels::int8GemmKernel().name),
-                 QString::fromLatin1(kernels::nibble4GemmKernel().name),
+            .arg(text(m_facts.isaLevel), text(m_facts.hardwareIsaLevel),
+                 text(m_facts.int8GemmKernel), text(m_facts.nibble4GemmKernel),
                  isaNote.isEmpty() ? QString() : QStringLiteral(" — ") + isaNote.toHtmlEscaped()));
     m_isaLabel->setToolTip(tr("Set BITLENS_ISA=scalar|avx2|avx-vnni|avx512 before starting "
                               "BitLens to compare the kernel levels this CPU has."));
     layout->addWidget(m_isaLabel);
-    m_flagTable = makeTable({tr("Flag"), tr("Present"), tr("What it gives")});
-    for (const QString& flag : knownFlags())
-        addRow(m_flagTable, {flag, yesNo(m_flags.contains(flag)), flagMeaning(flag)});
+    m_flagTable =
+        makeTable({tr("Flag"), tr("Present"), tr("Kernels use it"), tr("What it gives")});
+    for (const analysis::CpuFlagFact& flag : m_facts.flags)
+        addRow(m_flagTable, {text(flag.name), yesNo(flag.present), yesNo(flag.usedByKernels),
+                             flagMeaning(text(flag.name))});
     m_flagTable->resizeColumnsToContents();
     layout->addWidget(m_flagTable, 3);
 
@@ -235,23 +147,23 @@ HardwarePanel::~HardwarePanel() = default;
 
 void HardwarePanel::fillFormats()
 {
-    const auto has = [this](const char* flag) { return m_flags.contains(QLatin1String(flag)); };
-    const kernels::CpuFeatures f = kernels::cpuFeatures();
-    const bool vnni = f.avx512Vnni || f.avxVnni;
+    const auto has = [this](const char* flag) { return m_facts.has(flag); };
     const bool amxInt8 = has("amx_int8");
-    const kernels::KernelRow int8Row = kernels::int8GemmKernel();
-    QString int8Note = int8Row.isReference()
-                           ? tr("int8 GEMM: at::_int_mm (no own kernel at ISA level %1)")
-                                 .arg(QString::fromLatin1(kernels::isaName(kernels::isaLevel())))
-                           : tr("int8 GEMM: bitlens %1 kernel")
-                                 .arg(QString::fromLatin1(int8Row.name));
+    const QString level = text(m_facts.isaLevel);
+    QString int8Note = m_facts.int8GemmIsReference
+                           ? tr("int8 GEMM: at::_int_mm (no own kernel at ISA level %1)").arg(level)
+                           : tr("int8 GEMM: bitlens %1 kernel").arg(text(m_facts.int8GemmKernel));
     if (amxInt8)
         int8Note += tr("; AMX-INT8 present (not used by BitLens)");
-    if (vnni)
-        int8Note += tr("; VNNI present");
-    if (!amxInt8 && !vnni)
-        int8Note += tr("; no VNNI: 16-bit multiply-add, about 2x float32 at best");
-    addRow(m_formats, {tr("CPU"), tr("int8 dot product"), yesNo(vnni || amxInt8), int8Note});
+    // The same facts as the flag table's VNNI rows: present on the CPU, used at this level.
+    if (m_facts.vnniUsed)
+        int8Note += tr("; VNNI present, used by the int8 kernels");
+    else if (m_facts.vnniPresent)
+        int8Note += tr("; VNNI present, not used at ISA level %1").arg(level);
+    if (!amxInt8 && !m_facts.vnniUsed)
+        int8Note += tr("; no VNNI in use: 16-bit multiply-add, about 2x float32 at best");
+    addRow(m_formats, {tr("CPU"), tr("int8 dot product"), yesNo(m_facts.vnniPresent || amxInt8),
+                       int8Note});
     const bool bf16 = has("avx512_bf16") || has("amx_bf16");
     addRow(m_formats, {tr("CPU"), tr("bf16"), yesNo(bf16),
                        bf16 ? tr("bf16 cast; matmul via oneDNN bf16 kernels")
@@ -265,16 +177,17 @@ void HardwarePanel::fillFormats()
                        tr("no CPU flag reports FP8: fake-quantized (scale, cast, dequantize)")});
     addRow(m_formats, {tr("CPU"), tr("fp4 / NF4"), yesNo(false),
                        tr("no CPU flag reports FP4: code tables, dequantized to float32")});
-    if (m_sm == 0 && !exec::cudaAvailable()) {
+    const int smVersion = m_facts.smVersion;
+    if (!m_facts.cudaAvailable) {
         addRow(m_formats, {tr("GPU"), tr("all"), tr("—"), tr("No CUDA device")});
     } else {
-        const QString sm = m_sm > 0 ? tr("sm_%1").arg(m_sm) : tr("unknown sm");
+        const QString sm = smVersion > 0 ? tr("sm_%1").arg(smVersion) : tr("unknown sm");
         addRow(m_formats, {tr("GPU %1").arg(sm), tr("int8 tensor cores (sm_75+)"),
-                           yesNo(m_sm >= 75), tr("int8 GEMM: at::_int_mm via cuBLASLt")});
+                           yesNo(smVersion >= 75), tr("int8 GEMM: at::_int_mm via cuBLASLt")});
         addRow(m_formats, {tr("GPU %1").arg(sm), tr("FP8 tensor cores (sm_89+)"),
-                           yesNo(m_sm >= 89), tr("FP8 fake-quantized; no FP8 GEMM yet")});
+                           yesNo(smVersion >= 89), tr("FP8 fake-quantized; no FP8 GEMM yet")});
         addRow(m_formats, {tr("GPU %1").arg(sm), tr("FP4 tensor cores (sm_100+)"),
-                           yesNo(m_sm >= 100), tr("FP4 fake-quantized; no FP4 GEMM yet")});
+                           yesNo(smVersion >= 100), tr("FP4 fake-quantized; no FP4 GEMM yet")});
     }
     m_formats->resizeColumnsToContents();
 }
@@ -296,7 +209,12 @@ void HardwarePanel::measure()
         showRates();
         Q_EMIT measured();
     });
-    watcher->setFuture(QtConcurrent::run([] { return measureMatmulRates(512); }));
+    watcher->setFuture(QtConcurrent::run([] {
+        std::vector<MatmulRate> rates;
+        for (analysis::MatmulRate& rate : analysis::measureMatmulRates(512))
+            rates.push_back({text(rate.name), rate.ratePerSec, text(rate.unit), text(rate.error)});
+        return rates;
+    }));
 }
 
 void HardwarePanel::showRates()

@@ -1,7 +1,11 @@
 #pragma once
-// Which low-bit formats this machine runs natively: CPU feature flags from /proc/cpuinfo, what
-// BitLens runs for each format there, the CUDA device and its tensor-core capabilities, and a
-// measured (never quoted) matmul rate for float32, int8 and bf16.
+// Which low-bit formats this machine runs natively: CPU feature flags from cpuid (core's
+// analysis::probeHardware, the source the kernels dispatch on), which of them the own kernels
+// use at the ISA level in force, what BitLens runs for each format there, the CUDA device and
+// its tensor-core capabilities, and a measured (never quoted) matmul rate for float32, int8 and
+// bf16 (analysis::measureMatmulRates, on a worker thread). The panel only shows them.
+
+#include "analysis/hardware.h"
 
 #include <QString>
 #include <QStringList>
@@ -17,17 +21,13 @@ QT_END_NAMESPACE
 
 namespace bitlens::widgets {
 
-/// One measured matmul rate.
+/// One measured matmul rate (analysis::MatmulRate in Qt strings).
 struct MatmulRate {
-    QString name;        ///< "float32", "int8 (at::_int_mm)", "bf16"
+    QString name;        ///< "float32 (at::matmul)", "int8 -> int32 (at::_int_mm)", ...
     double ratePerSec = 0.0;  ///< GFLOP/s (float types) or GOP/s (int8), median of 3 runs
     QString unit;        ///< "GFLOP/s" or "GOP/s"
     QString error;       ///< why it could not run, empty on success
 };
-
-/// Runs a short (< 2 s) square matmul micro-benchmark on the CPU: float32, int8 x int8 -> int32
-/// (at::_int_mm) and bf16, each 3 timed runs, median. Blocking: call it off the GUI thread.
-std::vector<MatmulRate> measureMatmulRates(int size = 512);
 
 /// The hardware panel: a table of CPU flags, per-format support, the GPU and measured rates.
 class HardwarePanel : public QWidget {
@@ -36,22 +36,24 @@ class HardwarePanel : public QWidget {
 public:
     /// The flags the panel reports, in display order (kernels::cpuFlags(), Linux's names).
     static QStringList knownFlags();
-    /// sm version (e.g. 90) from kernels::cudaDeviceName() text "... sm_90)", or 0.
+    /// sm version (e.g. 90) from a device name "... sm_90)" (analysis::parseSmVersion), or 0.
     static int parseSmVersion(const QString& deviceName);
 
-    /// Reads the CPU features (cpuid, through core) and the CUDA device and fills the tables.
+    /// Probes the CPU (cpuid, through core) and the CUDA device and fills the tables.
     explicit HardwarePanel(QWidget* parent = nullptr);
     ~HardwarePanel() override;
 
-    /// Known flags found on this CPU.
+    /// Known flags found on this CPU (cpuid).
     QStringList cpuFlags() const { return m_flags; }
+    /// What the panel shows, as core probed it.
+    const analysis::HardwareFacts& facts() const { return m_facts; }
     /// The GPU line: "No CUDA device" or the device name.
     QString cudaText() const { return m_cudaText; }
     /// The table of formats (rows: int8, bf16, fp16, fp8, fp4; then GPU rows).
     QTableWidget* formatTable() const { return m_formats; }
     /// The line naming the ISA level the own kernels run at, and their rows.
     QLabel* isaLabel() const { return m_isaLabel; }
-    /// The table of flags (flag, present, meaning).
+    /// The table of flags (flag, present, used by the own kernels now, meaning).
     QTableWidget* flagTable() const { return m_flagTable; }
     /// Rates of the last measurement (empty before one finished).
     std::vector<MatmulRate> rates() const { return m_rates; }
@@ -70,9 +72,9 @@ private:
     void fillFormats();
     void showRates();
 
+    analysis::HardwareFacts m_facts;
     QStringList m_flags;
     QString m_cudaText;
-    int m_sm = 0;
     QTableWidget* m_flagTable = nullptr;
     QTableWidget* m_formats = nullptr;
     QTableWidget* m_rateTable = nullptr;

@@ -6,6 +6,13 @@
 // Opening a model or data and quantizing run as cancellable jobs; the window only shows their
 // results (for a run: exactly what report.json holds), and a job that fails or is cancelled
 // never replaces what is on screen.
+//
+// The window's code, by concern: main_window.cpp (construction, layout, status bar, layer
+// selection, error display), main_window_menus.cpp (menus, actions, the layer context menu and
+// overrides, file dialogs), main_window_run_control.cpp (starting and cancelling runs, comparisons
+// and sensitivity; delivering results to the views), export_control.{h,cpp} (ExportController:
+// the export / verify flow and its staging files), main_window_files.cpp (opening models, data,
+// reports and projects, saving them, recent files, settings, drag-and-drop).
 
 #include "model_loader.h"
 #include "project/project.h"
@@ -31,6 +38,7 @@ class QTableView;
 namespace bitlens::widgets {
 
 class DataSummaryPanel;
+class ExportController;
 class ExportView;
 class HardwarePanel;
 class TeachingView;
@@ -197,6 +205,8 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    friend class ExportController;  ///< the export flow reads the run, model and data on screen
+
     void createMenus();
     void createStatusBar();
     void detectDevice();
@@ -211,9 +221,6 @@ private:
     void chooseReport();
     void chooseSaveReport();
     void chooseProject();
-    void chooseVerify();
-    bool exportableRun(QuantRequest& run, QString& spec);
-    void showExportResult(const nlohmann::json& result);
     void chooseSaveProject();
     void applyProject(project::Project project);
     void showLayerMenu(const QPoint& pos);
@@ -222,6 +229,7 @@ private:
     void onQuantFailed(const Error& error, const QString& what);
     void updateQuantState();
     void showMetricColumns(bool shown);
+    void fitLayerColumns();
     void updateLayerCount();
     QString currentModelPath() const;
     void saveSettings();
@@ -249,11 +257,7 @@ private:
     ExportView* m_exportView = nullptr;  ///< "Export" tab: the last export / verify result
     QAction* m_exportAction = nullptr;
     QAction* m_verifyAction = nullptr;
-    /// Staging files of export jobs not yet delivered, by job id: removed when a job's
-    /// result is dropped (cancelled after it finished writing).
-    QMap<quint64, QString> m_exportStaging;
-    quint64 m_exportJob = 0;     ///< id of the running export / verify job, 0 when none
-    int m_exportCount = 0;
+    ExportController* m_export = nullptr;  ///< the export / verify flow (a child)
     TrainingView* m_training = nullptr;  ///< "Training" tab: live QAT loss and metric curves
     QSplitter* m_mainSplitter = nullptr;
     QSplitter* m_leftSplitter = nullptr;

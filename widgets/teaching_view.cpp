@@ -1,9 +1,6 @@
 #include "teaching_view.h"
 
 #include "chart_histogram.h"
-#include "ir/graph.h"
-#include "model/model.h"
-#include "quant/quant_type.h"
 
 #include <QAreaSeries>
 #include <QCategoryAxis>
@@ -23,9 +20,6 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
-
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -37,26 +31,7 @@ namespace {
 
 bool isIntegerFormat(const QString& format)
 {
-    return format.startsWith(QLatin1String("int"));
-}
-
-/// The per-tensor view of the grid `settings` puts on [-clip, clip]. int8/int4/int2 come from
-/// quantGrid (the same drawing as the report's weight histogram); 3, 5, 6 and 7 bits, which the
-/// core has no type for, follow quantGrid's symmetric rule: k * clip / (2^(bits-1) - 1).
-QuantGrid teachingGrid(const TeachingSettings& settings, double clip)
-{
-    if (isIntegerFormat(settings.format)) {
-        const int bits = settings.bits;
-        if (bits == 8 || bits == 4 || bits == 2)
-            return quantGrid(QStringLiteral("int%1").arg(bits), true, -clip, clip);
-        QuantGrid grid;
-        const int steps = (1 << (bits - 1)) - 1;
-        for (int k = -steps; k <= steps; ++k)
-            grid.values.push_back(clip * k / steps);
-        grid.description = QObject::tr("int%1 grid (per-tensor view)").arg(bits);
-        return grid;
-    }
-    return quantGrid(settings.format, true, -clip, clip);
+    return analysis::isIntegerFormat(format.toStdString());
 }
 
 /// "0.0123", "1.2e-05": short labels for numbers of any magnitude.
@@ -67,93 +42,25 @@ QString shortNumber(double v)
 
 } // namespace
 
+analysis::TeachingSettings toCore(const TeachingSettings& settings)
+{
+    analysis::TeachingSettings core;
+    core.format = settings.format.toStdString();
+    core.bits = settings.bits;
+    core.clipFraction = settings.clipFraction;
+    core.groupSize = settings.groupSize;
+    return core;
+}
+
 std::vector<float> layerWeights(const Model& model, const std::string& layer)
 {
-    try {
-        const ir::Graph& graph = model.graph();
-        for (const ir::Node& node : graph.nodes) {
-            if (node.name != layer)
-                continue;
-            for (const std::string& input : node.inputs) {
-                const at::Tensor* tensor = input.empty() ? nullptr : graph.initializer(input);
-                if (!tensor || !tensor->defined() || !tensor->is_floating_point() ||
-                    tensor->numel() == 0)
-                    continue;
-                c10::InferenceMode guard;
-                const at::Tensor flat =
-                    tensor->detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
-                const float* data = flat.data_ptr<float>();
-                return {data, data + flat.numel()};
-            }
-            return {};
-        }
-    } catch (const std::exception&) {
-        return {};
-    }
-    return {};
+    return analysis::layerWeightValues(model, layer);
 }
 
 QuantErrorStats quantizationError(const std::vector<float>& values,
                                   const TeachingSettings& settings)
 {
-    QuantErrorStats out;
-    if (values.empty())
-        return out;
-    const bool integer = isIntegerFormat(settings.format);
-    const int bits = std::clamp(settings.bits, 2, 8);
-    quant::QuantType type = quant::QuantType::Int8;
-    if (integer) {
-        type = bits == 4 ? quant::QuantType::Int4
-               : bits == 2 ? quant::QuantType::Int2
-                           : quant::QuantType::Int8;
-    } else {
-        const auto named = quant::quantTypeFromName(settings.format.toStdString());
-        if (!named)
-            return out;
-        type = *named;
-    }
-    try {
-        c10::InferenceMode guard;
-        const auto n = static_cast<std::int64_t>(values.size());
-        // The vector is one weight row [1, n]; groups run along it (axis 1), as core groups the
-        // input dimension of a weight.
-        const at::Tensor x =
-            at::from_blob(const_cast<float*>(values.data()), {1, n}, at::kFloat);
-        const quant::Granularity granularity =
-            settings.groupSize > 0 ? quant::Granularity::perGroup(1, settings.groupSize)
-                                   : quant::Granularity::perTensor();
-        const auto [lo, hi] = quant::blockMinMax(x, granularity);
-        const double fraction = std::clamp(settings.clipFraction, 0.05, 1.0);
-        const at::Tensor clip = at::maximum(lo.abs(), hi.abs()) * fraction;
-        quant::QParams qparams = quant::chooseQParams(-clip, clip, type, true, granularity);
-        at::Tensor src = x;
-        if (integer && bits != 8 && bits != 4 && bits != 2) {
-            // No core type has 3, 5, 6 or 7 bits: take int8's qparams for the same clip range
-            // (scale = clip / 127.5), widen the scale to the b-bit rule clip / ((2^b - 1) / 2)
-            // and clamp x to the b-bit codes [-2^(b-1), 2^(b-1) - 1] first, so int8's wider
-            // clamp inside fakeQuantize never acts. Example, 5 bits, clip 1: scale 1 / 15.5,
-            // x = 0.99 -> 15.3 -> code 15 (the largest) -> 0.968.
-            qparams.scale = qparams.scale * (255.0 / double((1 << bits) - 1));
-            at::Tensor scale = qparams.scale;
-            if (settings.groupSize > 0)
-                scale = scale.repeat_interleave(settings.groupSize, 1).narrow(1, 0, n);
-            const double qmax = double((1 << (bits - 1)) - 1);
-            src = at::clamp(x, -(qmax + 1.0) * scale, qmax * scale);
-        }
-        const at::Tensor q = quant::fakeQuantize(src, qparams);
-        const at::Tensor xd = x.to(at::kDouble);
-        const at::Tensor err = xd - q.to(at::kDouble);
-        const double noise = err.pow(2).sum().item<double>();
-        const double signal = xd.pow(2).sum().item<double>();
-        out.mse = noise / double(n);
-        out.maxAbsError = err.abs().max().item<double>();
-        out.sqnrDb = noise > 0.0 ? 10.0 * std::log10(signal / noise)
-                                 : std::numeric_limits<double>::infinity();
-        out.valid = std::isfinite(out.mse) && std::isfinite(out.maxAbsError);
-    } catch (const std::exception&) {
-        out.valid = false;
-    }
-    return out;
+    return analysis::quantizationError(values, toCore(settings));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,33 +73,7 @@ WeightGridChart::WeightGridChart(QWidget* parent) : ChartBase(parent)
 void WeightGridChart::setValues(const QString& layerName, const std::vector<float>& values)
 {
     m_layerName = layerName;
-    m_counts.clear();
-    m_size = 0;
-    double lo = std::numeric_limits<double>::infinity();
-    double hi = -lo;
-    for (const float v : values)
-        if (std::isfinite(v)) {
-            lo = std::min(lo, double(v));
-            hi = std::max(hi, double(v));
-        }
-    if (lo <= hi) {
-        if (hi == lo) {
-            lo -= 0.5;
-            hi += 0.5;
-        }
-        m_lo = lo;
-        m_hi = hi;
-        m_absMax = std::max(std::abs(lo), std::abs(hi));
-        m_counts.assign(kBins, 0.0);
-        const double width = (hi - lo) / kBins;
-        for (const float v : values) {
-            if (!std::isfinite(v))
-                continue;
-            const int bin = std::min(kBins - 1, static_cast<int>((double(v) - lo) / width));
-            m_counts[static_cast<std::size_t>(bin)] += 1.0;
-        }
-        m_size = values.size();
-    }
+    m_histogram = analysis::valueHistogram(values, kBins);
     rebuild();
 }
 
@@ -207,14 +88,14 @@ void WeightGridChart::rebuild()
     m_codePoints = 0;
     m_drawnCodePoints = 0;
     m_gridLabel.clear();
-    if (m_counts.empty()) {
+    if (m_histogram.counts.empty()) {
         setChartTitle(tr("Weight distribution and code points"));
         showMessage(tr("No data: choose a layer with float weights"));
         return;
     }
     clearChart();
     markHasData();
-    const double clip = m_absMax * std::clamp(m_settings.clipFraction, 0.05, 1.0);
+    const double clip = m_histogram.absMax * std::clamp(m_settings.clipFraction, 0.05, 1.0);
     const QString format = isIntegerFormat(m_settings.format)
                                ? QStringLiteral("int%1").arg(m_settings.bits)
                                : m_settings.format;
@@ -223,18 +104,20 @@ void WeightGridChart::rebuild()
                                     : tr("per-tensor");
     setChartTitle(tr("%1: %2 weights, %3 code points (clip %4 × max|w|, %5)")
                       .arg(m_layerName.isEmpty() ? tr("Tensor") : m_layerName)
-                      .arg(m_size)
+                      .arg(m_histogram.size)
                       .arg(format)
                       .arg(m_settings.clipFraction, 0, 'f', 2)
                       .arg(granularity));
 
-    const double width = (m_hi - m_lo) / kBins;
+    const double lo = m_histogram.lo;
+    const double hi = m_histogram.hi;
+    const double width = (hi - lo) / kBins;
     auto* upper = new QLineSeries;
     double maxCount = 0.0;
     for (int i = 0; i < kBins; ++i) {
-        const double c = m_counts[static_cast<std::size_t>(i)];
-        upper->append(m_lo + i * width, c);
-        upper->append(m_lo + (i + 1) * width, c);
+        const double c = m_histogram.counts[static_cast<std::size_t>(i)];
+        upper->append(lo + i * width, c);
+        upper->append(lo + (i + 1) * width, c);
         maxCount = std::max(maxCount, c);
     }
     auto* area = new QAreaSeries(upper);
@@ -245,8 +128,8 @@ void WeightGridChart::rebuild()
     area->setPen(QPen(chartColor(0).darker(130), 1.0));
     chart()->addSeries(area);
 
-    const double xMin = std::min(m_lo, -clip);
-    const double xMax = std::max(m_hi, clip);
+    const double xMin = std::min(lo, -clip);
+    const double xMax = std::max(hi, clip);
     const double pad = (xMax - xMin) * 0.02;
     QValueAxis* axisX = addValueAxis(tr("Weight value"), Qt::AlignBottom);
     setRoundTicks(axisX, xMin - pad, xMax + pad, 9);
@@ -256,8 +139,8 @@ void WeightGridChart::rebuild()
     area->attachAxis(axisX);
     area->attachAxis(axisY);
 
-    const QuantGrid grid = teachingGrid(m_settings, clip);
-    m_codePoints = static_cast<int>(grid.values.size());
+    const std::vector<double> grid = analysis::teachingCodePoints(toCore(m_settings), clip);
+    m_codePoints = static_cast<int>(grid.size());
     if (m_codePoints == 0)
         return;
     // Thin as the report's histogram does: at most kMaxGridLines, from the middle outwards so
@@ -269,7 +152,7 @@ void WeightGridChart::rebuild()
     auto* comb = new QLineSeries;
     const double tooth = yTop * 0.96;
     for (int i = (m_codePoints / 2) % stride; i < m_codePoints; i += stride) {
-        const double v = grid.values[static_cast<std::size_t>(i)];
+        const double v = grid[static_cast<std::size_t>(i)];
         comb->append(v, 0.0);
         comb->append(v, tooth);
         comb->append(v, 0.0);
@@ -291,23 +174,6 @@ void WeightGridChart::rebuild()
 
 namespace {
 
-/// Positive finite values of a float8 type: every bit pattern cast by torch, so the chart shows
-/// exactly what the core's FP8 quantization rounds to.
-std::vector<double> positiveFloat8Values(at::ScalarType type)
-{
-    c10::InferenceMode guard;
-    at::Tensor bytes = at::arange(256, at::kShort).to(at::kByte);
-    const at::Tensor values = bytes.view(type).to(at::kDouble);
-    std::vector<double> out;
-    const double* data = values.data_ptr<double>();
-    for (int i = 0; i < 256; ++i)
-        if (std::isfinite(data[i]) && data[i] > 0.0)
-            out.push_back(data[i]);
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 /// Values in the octave [1, 2): the mantissa's resolution (2^mantissa bits).
 int valuesPerOctave(const std::vector<double>& values)
 {
@@ -323,8 +189,8 @@ FloatFormatsChart::FloatFormatsChart(QWidget* parent) : ChartBase(parent)
     std::vector<double> e4m3;
     std::vector<double> e5m2;
     try {
-        e4m3 = positiveFloat8Values(at::kFloat8_e4m3fn);
-        e5m2 = positiveFloat8Values(at::kFloat8_e5m2);
+        e4m3 = analysis::float8PositiveValues("fp8_e4m3");
+        e5m2 = analysis::float8PositiveValues("fp8_e5m2");
     } catch (const std::exception& e) {
         showMessage(tr("No data: %1").arg(QString::fromUtf8(e.what())));
         return;

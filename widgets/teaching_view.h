@@ -2,8 +2,9 @@
 // Teaching views: one tensor's distribution with a format's code points over it and the live
 // error of quantizing it (bits, clip range, group size); the representable values of FP8 E4M3
 // vs E5M2; NF4 vs uniform int4 vs FP4 code points against the bell curve NF4 is built from.
-// Torch-free header: the error is computed by core's quantize primitives inside the .cpp.
+// Every number comes from core (analysis/teaching.h); these classes only draw and hold state.
 
+#include "analysis/teaching.h"
 #include "chart_base.h"
 
 #include <QString>
@@ -30,17 +31,11 @@ class Model;
 
 namespace bitlens::widgets {
 
-/// The float32 weight (first floating-point initializer, flattened) that layer `layer` of
-/// `model` reads; empty when the layer does not exist or reads no floating-point weight.
+/// The float32 weight that layer `layer` of `model` reads (analysis::layerWeightValues).
 std::vector<float> layerWeights(const Model& model, const std::string& layer);
 
 /// Error of quantizing a vector with one setting, as the teaching view shows it.
-struct QuantErrorStats {
-    double sqnrDb = 0.0;       ///< 10 log10(sum x^2 / sum (x - q(x))^2); +inf for an exact fit
-    double mse = 0.0;          ///< mean of (x - q(x))^2
-    double maxAbsError = 0.0;  ///< max |x - q(x)|
-    bool valid = false;        ///< false for an empty vector or an unknown format
-};
+using QuantErrorStats = analysis::QuantErrorStats;
 
 /// What the teaching view quantizes with.
 struct TeachingSettings {
@@ -50,8 +45,11 @@ struct TeachingSettings {
     std::int64_t groupSize = 0;   ///< elements per scale; 0 = per-tensor
 };
 
-/// Quantizes `values` (as a [1, n] weight) with `settings` through core's chooseQParams and
-/// fakeQuantize and measures the error. Thread-safe; ~500k values take a few tens of ms.
+/// The same settings in core's terms.
+analysis::TeachingSettings toCore(const TeachingSettings& settings);
+
+/// analysis::quantizationError of `values` with `settings`. Thread-safe; ~500k values take a
+/// few tens of ms.
 QuantErrorStats quantizationError(const std::vector<float>& values,
                                   const TeachingSettings& settings);
 
@@ -79,11 +77,7 @@ private:
     void rebuild();
 
     QString m_layerName;
-    std::vector<double> m_counts;
-    double m_lo = 0.0;
-    double m_hi = 0.0;
-    double m_absMax = 0.0;
-    std::size_t m_size = 0;
+    analysis::ValueHistogram m_histogram;  ///< the binned values (empty counts: no data)
     TeachingSettings m_settings;
     int m_codePoints = 0;
     int m_drawnCodePoints = 0;
@@ -95,7 +89,7 @@ class FloatFormatsChart : public ChartBase {
     Q_OBJECT
 
 public:
-    /// Builds the chart (the values come from torch's float8 casts of every bit pattern).
+    /// Builds the chart (analysis::float8PositiveValues: every bit pattern cast by LibTorch).
     explicit FloatFormatsChart(QWidget* parent = nullptr);
     /// Points of the E4M3 series (positive finite values, subnormals included).
     int e4m3Count() const;

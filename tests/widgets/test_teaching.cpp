@@ -214,33 +214,45 @@ private Q_SLOTS:
 
     void hardwarePanelListsCpuFlags()
     {
-        QFile file(QStringLiteral("/proc/cpuinfo"));
-        QVERIFY(file.open(QIODevice::ReadOnly));
-        QString flagsLine;
-        for (const QString& line : QString::fromUtf8(file.readAll()).split(QLatin1Char('\n')))
-            if (line.startsWith(QLatin1String("flags"))) {
-                flagsLine = line.section(QLatin1Char(':'), 1);
-                break;
-            }
-        const QStringList present = flagsLine.split(QLatin1Char(' '), Qt::SkipEmptyParts);
+        // The panel's flags are cpuid's, as the kernels read them (not /proc/cpuinfo, which a
+        // hypervisor may word differently).
         QStringList expected;
-        for (const QString& flag : HardwarePanel::knownFlags())
-            if (present.contains(flag))
-                expected.push_back(flag);
+        for (const kernels::CpuFlag& flag : kernels::cpuFlags())
+            if (flag.present)
+                expected.push_back(QString::fromLatin1(flag.name));
 
         HardwarePanel panel;
         QCOMPARE(panel.cpuFlags(), expected);
         QTableWidget* flags = panel.flagTable();
         QCOMPARE(flags->rowCount(), int(HardwarePanel::knownFlags().size()));
-        for (int r = 0; r < flags->rowCount(); ++r)
-            QCOMPARE(flags->item(r, 1)->text(),
-                     present.contains(flags->item(r, 0)->text()) ? QStringLiteral("yes")
-                                                                 : QStringLiteral("no"));
-        // cpuid (what the panel reads through core) agrees with the kernel's /proc/cpuinfo.
-        // The VNNI note follows the level in force (BITLENS_ISA may cap it).
-        const bool vnni = kernels::cpuFeatures().avx512Vnni || kernels::cpuFeatures().avxVnni;
-        QCOMPARE(panel.formatTable()->item(0, 3)->text().contains(QLatin1String("VNNI present")),
-                 vnni);
+        const kernels::CpuFeatures inForce = kernels::cpuFeatures();
+        for (int r = 0; r < flags->rowCount(); ++r) {
+            const QString flag = flags->item(r, 0)->text();
+            QCOMPARE(flags->item(r, 1)->text(), expected.contains(flag) ? QStringLiteral("yes")
+                                                                        : QStringLiteral("no"));
+            // "Kernels use it" is what the kernels dispatch on at the level in force.
+            if (flag == QLatin1String("avx512_vnni"))
+                QCOMPARE(flags->item(r, 2)->text() == QLatin1String("yes"), inForce.avx512Vnni);
+            if (flag == QLatin1String("avx_vnni"))
+                QCOMPARE(flags->item(r, 2)->text() == QLatin1String("yes"), inForce.avxVnni);
+        }
+        // The int8 row's VNNI note agrees with the flag table and the kernels.
+        const bool vnniUsed = inForce.avx512Vnni || inForce.avxVnni;
+        const QString int8Note = panel.formatTable()->item(0, 3)->text();
+        QCOMPARE(int8Note.contains(QLatin1String("VNNI present, used by the int8 kernels")),
+                 vnniUsed);
+        QCOMPARE(panel.facts().vnniUsed, vnniUsed);
+        {
+            // Capped at avx2 the same CPU keeps its VNNI flags, and the panel says the kernels
+            // do not use them.
+            const kernels::ScopedIsaLevel avx2(kernels::IsaLevel::Avx2);
+            HardwarePanel capped;
+            const QString note = capped.formatTable()->item(0, 3)->text();
+            QVERIFY2(!note.contains(QLatin1String("used by the int8 kernels")), qPrintable(note));
+            QCOMPARE(note.contains(QLatin1String("VNNI present, not used")),
+                     capped.facts().vnniPresent);
+            QCOMPARE(capped.cpuFlags(), expected);
+        }
         if (!exec::cudaAvailable())
             QCOMPARE(panel.cudaText(), QStringLiteral("No CUDA device"));
 

@@ -1,0 +1,201 @@
+// MainWindow's run control: a run, a comparison of every preset or a sensitivity sweep starts
+// as a job on the quantization runner (widgets/quant_job.h) with the scheme panel's scheme, the
+// layer overrides and the data on screen; Cancel stops it (QAT first ends training and keeps
+// the best checkpoint); a result goes to the report view, the layer table and the history, a
+// failure to one error message. Also which of Run / Cancel / Export are enabled.
+#include "main_window.h"
+
+#include "export_control.h"
+#include "export_view.h"
+#include "job_runner.h"
+#include "layer_table_model.h"
+#include "main_window_messages.h"
+#include "quant_job.h"
+#include "quant_panel.h"
+#include "report_view.h"
+#include "training_view.h"
+
+#include <QAction>
+#include <QDateTime>
+#include <QPushButton>
+#include <QSettings>
+#include <QStatusBar>
+
+namespace bitlens::widgets {
+
+using window_text::reasonText;
+
+bool MainWindow::prepareRun(QuantRequest& request)
+{
+    if (!m_session) {
+        showError(tr("Open a model first (File > Open Model)."));
+        return false;
+    }
+    const QString scheme = m_quantPanel->schemeText();
+    if (auto checked = checkScheme(scheme.toStdString()); !checked) {
+        showError(tr("Invalid scheme “%1”: %2").arg(scheme, reasonText(checked.error())));
+        return false;
+    }
+    request.scheme = scheme.toStdString();
+    for (auto it = m_overrides.cbegin(); it != m_overrides.cend(); ++it)
+        request.overrides[it.key().toStdString()] = it.value().toStdString();
+    if (m_data) {
+        request.calibPath = m_data->path;
+        request.evalPath = m_data->classes > 0 ? m_data->path : std::string();
+    }
+    request.evalLimit = m_quantPanel->evalLimit();
+    QSettings().setValue(QStringLiteral("quant/scheme"), scheme);
+    return true;
+}
+
+void MainWindow::runQuantization()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    const QString scheme = QString::fromStdString(request.scheme);
+    const bool training = isTrainingScheme(request.scheme);
+    if (training) {
+        // QAT: curves live in the Training tab; Cancel stops training and keeps the best.
+        request.onTrainingStep = m_training->begin(scheme);
+        request.stopTraining = m_training->stopToken();
+        showResultTab(QStringLiteral("Training"));
+    }
+    m_quantJobs->start(
+        tr("Quantizing with %1").arg(scheme),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runQuantization(*session, request, progress, cancel);
+        },
+        [this, scheme, training, overrides = request.overrides.size()](
+            Result<nlohmann::json> result) {
+            updateQuantState();
+            if (training && !result)
+                m_training->finish(tr("%1: training ended without a result (%2).")
+                                       .arg(scheme, QString::fromStdString(
+                                                        result.error().userMessage())));
+            if (!result) {
+                onQuantFailed(result.error(), tr("Quantizing with “%1”").arg(scheme));
+                return;
+            }
+            const QString ran =
+                overrides == 0 ? scheme : tr("%1 (+%n override(s))", nullptr,
+                                             static_cast<int>(overrides)).arg(scheme);
+            m_reportView->addRun(
+                {result.value(), ran, QDateTime::currentDateTime(), currentModelPath()});
+            m_reportView->setReport(result.value());
+            m_layerModel->setReport(result.value());
+            showMetricColumns(true);
+            statusBar()->showMessage(m_reportView->summaryText(), 10000);
+            Q_EMIT reportShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::runScheme(const QString& scheme)
+{
+    m_quantPanel->setSchemeText(scheme);
+    runQuantization();
+}
+
+void MainWindow::runComparison()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    m_quantJobs->start(
+        tr("Comparing all schemes"),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runComparison(*session, request, progress, cancel);
+        },
+        [this](Result<nlohmann::json> result) {
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Comparing all schemes"));
+                return;
+            }
+            m_reportView->setComparison(result.value());
+            m_reportView->addComparisonRuns(result.value(), currentModelPath());
+            showResultTab(QStringLiteral("Compare"));
+            Q_EMIT comparisonShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::runSensitivity()
+{
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    const QString scheme = QString::fromStdString(request.scheme);
+    m_quantJobs->start(
+        tr("Sensitivity of %1").arg(scheme),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::runSensitivity(*session, request, progress, cancel);
+        },
+        [this, scheme](Result<nlohmann::json> result) {
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Sensitivity of “%1”").arg(scheme));
+                return;
+            }
+            m_reportView->setSensitivity(result.value());
+            showResultTab(QStringLiteral("Sensitivity"));
+            Q_EMIT sensitivityShown();
+        });
+    updateQuantState();
+}
+
+void MainWindow::cancelQuantization()
+{
+    // During QAT, Cancel first ends training and keeps (and then shows) the best checkpoint;
+    // pressed again, it cancels the analysis too.
+    if (m_training->stopTraining()) {
+        statusBar()->showMessage(tr("Stopping training: the best checkpoint so far is kept"),
+                                 10000);
+        return;
+    }
+    const bool exporting = m_export->isRunning();
+    if (m_training->isTraining() || (m_quantJobs->isRunning() && !exporting))
+        m_training->finish(tr("Cancelled."));
+    m_quantJobs->cancel();
+}
+
+void MainWindow::onQuantFailed(const Error& error, const QString& what)
+{
+    Q_EMIT quantizationStopped();
+    if (error.code == ErrorCode::Cancelled)
+        return;
+    QString reason = reasonText(error);
+    if (!error.path.empty())
+        reason = QString::fromStdString(error.path) + QStringLiteral(": ") + reason;
+    showError(tr("%1 failed: %2").arg(what, reason));
+}
+
+void MainWindow::updateQuantState()
+{
+    m_quantPanel->setRunnable(m_session != nullptr);
+    m_quantPanel->setRunning(m_quantJobs->isRunning());
+    // Export needs a run on screen and a free job channel (a new job would cancel the running).
+    const bool canExport =
+        m_session != nullptr && !m_reportView->report().is_null() && !m_quantJobs->isRunning();
+    if (m_exportAction) {
+        m_exportAction->setEnabled(canExport);
+        m_verifyAction->setEnabled(canExport);
+    }
+    m_exportView->exportButton()->setEnabled(canExport);
+    m_exportView->verifyButton()->setEnabled(canExport);
+}
+
+bool MainWindow::showHistoryRun(int row)
+{
+    const HistoryModel* history = m_reportView->historyModel();
+    if (row < 0 || row >= history->rowCount())
+        return false;
+    const nlohmann::json report = history->run(row).report;
+    m_reportView->setReport(report);
+    m_layerModel->setReport(report);
+    showMetricColumns(true);
+    return true;
+}
+
+} // namespace bitlens::widgets
