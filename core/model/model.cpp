@@ -209,7 +209,7 @@ std::string ggufNote(const io::GgufFile& file)
 {
     std::map<std::string, int> counts;
     for (const auto& info : file.tensors())
-        ++counts[std::string(quant::ggmlTraits(info.type).name)];
+        ++counts[std::string(formats::ggmlTraits(info.type).name)];
     if (counts.size() == 1 && counts.count("F32") == 1)
         return {};
     std::string main;
