@@ -1,7 +1,7 @@
 #include "quant/engine.h"
 
 #include "exec/sequence_ops.h"
-#include "train/bn_fold.h"
+#include "quant/bn_fold.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -444,7 +444,7 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         model.scheme = scheme;
         model.bytesFloat = floatGraph.parameterBytes();
         model.graph = scheme.foldBatchNorm
-                          ? train::foldBatchNorm(floatGraph, &model.foldedBatchNorms)
+                          ? foldBatchNorm(floatGraph, &model.foldedBatchNorms)
                           : floatGraph;
         auto plan = makePlan(model.graph, scheme);
         if (!plan)
