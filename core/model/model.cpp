@@ -1,6 +1,5 @@
 #include "model/model.h"
 
-#include "analysis/lm_metrics.h"
 #include "exec/executor.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
@@ -8,6 +7,7 @@
 #include "io/safetensors.h"
 #include "io/torchscript.h"
 #include "ir/graph.h"
+#include "ir/task.h"
 #include "model/hf_builders.h"
 #include "text/tokenizer.h"
 
@@ -347,12 +347,9 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
     summary.path = path;
     summary.format = format;
     summary.name = graph.name;
-    const analysis::Task task = analysis::taskOf(graph);
-    summary.task = task == analysis::Task::LanguageModel ? "lm"
-                   : task == analysis::Task::Embedding   ? "embedding"
-                   : task == analysis::Task::Sequence    ? "sequence"
-                                                         : "classification";
-    summary.metric = std::string(analysis::metricNameOf(task));
+    const ir::Task task = ir::taskOf(graph);
+    summary.task = std::string(ir::taskName(task));
+    summary.metric = std::string(ir::metricNameOf(task));
     summary.params = graph.parameterCount();
     summary.bytes = graph.parameterBytes();
     for (const auto& in : graph.inputs)
