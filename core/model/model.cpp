@@ -9,6 +9,7 @@
 #include "ir/graph.h"
 #include "ir/task.h"
 #include "model/hf_builders.h"
+#include "model/torch_rnn.h"
 #include "text/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,7 @@ Result<std::shared_ptr<Model>> openTorchArchive(const std::string& path, Progres
         return archive.error();
     if (cancel.cancelled())
         return Error::cancelled();
-    auto graph = io::graphFromTorchArchive(*archive);
+    auto graph = model::graphFromTorchArchive(*archive);
     if (!graph)
         return graph.error();
     progress.report(0.6, "inferring shapes");
