@@ -377,7 +377,7 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
                                              formatShape(in.shape) +
                                              ": one sample would hold more than 2^28 elements");
     }
-    auto shapes = exec::inferShapes(graph);
+    auto shapes = exec::traceShapes(graph);
     if (!shapes) {
         Error e = shapes.error();
         e.path = path;
