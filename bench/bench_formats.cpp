@@ -48,11 +48,11 @@ struct Files {
                 for (int j = 2; j < 34; ++j)
                     bytes[b + j] = static_cast<std::uint8_t>((b * 31 + j * 7) & 0xff);
             }
-            if (!writer.addRawTensor(name, {1024, blocks * 32 / 1024}, quant::GgmlType::Q8_0, std::move(bytes)))
+            if (!writer.addRawTensor(name, {1024, blocks * 32 / 1024}, formats::GgmlType::Q8_0, std::move(bytes)))
                 return;
         }
         at::Tensor k4 = at::randn({1024, 4096});
-        if (!writer.addTensor("q4_k", k4, quant::GgmlType::Q4_K))
+        if (!writer.addTensor("q4_k", k4, formats::GgmlType::Q4_K))
             return;
         ok = io::writeSafetensors(tensors, {{"format", "pt"}}, safetensors).ok() &&
              writer.write(gguf).ok();

@@ -8,6 +8,10 @@
 
 namespace bitlens::analysis {
 
+using ir::metricNameOf;
+using ir::Task;
+using ir::taskOf;
+
 namespace {
 
 std::string shapeText(at::IntArrayRef sizes)
@@ -65,31 +69,6 @@ Result<void> forBatches(std::int64_t n, std::int64_t batch, Progress& progress,
 }
 
 } // namespace
-
-Task taskOf(const ir::Graph& graph)
-{
-    const auto it = graph.metadata.find("task");
-    if (it == graph.metadata.end())
-        return Task::Classification;
-    if (it->second == "lm")
-        return Task::LanguageModel;
-    if (it->second == "embedding")
-        return Task::Embedding;
-    if (it->second == "sequence")
-        return Task::Sequence;
-    return Task::Classification;
-}
-
-std::string_view metricNameOf(Task task)
-{
-    switch (task) {
-    case Task::Classification: return "top1";
-    case Task::LanguageModel: return "perplexity";
-    case Task::Embedding: return "embedding_cosine";
-    case Task::Sequence: return "output_agreement";
-    }
-    return "?";
-}
 
 Result<MetricValue> evaluatePerplexity(const ir::Graph& graph, const at::Tensor& windows,
                                        const SequenceMetricOptions& options,

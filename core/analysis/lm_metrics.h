@@ -1,6 +1,6 @@
 #pragma once
-// Task metrics of sequence models, and the choice of metric by task. A graph's metadata "task"
-// says what it does: "classification" (default: top-1 against labels), "lm" (perplexity over
+// Task metrics of sequence models (the task itself, ir::taskOf, is in ir/task.h). A graph's
+// metadata "task" says what it does: "classification" (default: top-1 against labels), "lm" (perplexity over
 // token windows), "embedding" (mean-pooled embedding cosine, quantized vs float) or "sequence"
 // (output agreement, quantized vs float). Language-model and encoder data are token windows
 // [N, S] (int64, or floats holding whole numbers).
@@ -9,6 +9,7 @@
 #include "exec/executor.h"
 #include "io/dataset.h"
 #include "ir/graph.h"
+#include "ir/task.h"
 #include "jobs/progress.h"
 #include "jobs/result.h"
 
@@ -19,15 +20,6 @@
 #include <string_view>
 
 namespace bitlens::analysis {
-
-/// What a model does, which decides its metric.
-enum class Task { Classification, LanguageModel, Embedding, Sequence };
-
-/// The task named by graph.metadata["task"] ("lm", "embedding", "sequence"; anything else,
-/// or none, is classification).
-Task taskOf(const ir::Graph& graph);
-/// The metric reported for a task: "top1", "perplexity", "embedding_cosine", "output_agreement".
-std::string_view metricNameOf(Task task);
 
 /// Options of the sequence metrics.
 struct SequenceMetricOptions {

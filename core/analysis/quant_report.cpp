@@ -16,6 +16,9 @@
 
 namespace bitlens::analysis {
 
+using ir::Task;
+using ir::taskOf;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -513,40 +513,24 @@ std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor&
     return {x};
 }
 
-Result<std::map<std::string, std::vector<std::int64_t>>>
-inferShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes)
+Result<ir::ShapeMap>
+traceShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes)
 {
+    auto samples = ir::sampleInputShapes(graph, inputShapes);
+    if (!samples)
+        return samples.error();
     std::vector<at::Tensor> inputs;
     for (std::size_t i = 0; i < graph.inputs.size(); ++i) {
-        const auto& info = graph.inputs[i];
-        std::vector<std::int64_t> shape =
-            i < inputShapes.size() && !inputShapes[i].empty() ? inputShapes[i] : info.shape;
-        // Sequence models (metadata "task" lm / embedding / sequence) trace one token or step.
-        const auto task = graph.metadata.find("task");
-        const bool sequenceModel = task != graph.metadata.end() && task->second != "classification";
-        for (std::size_t d = 0; d < shape.size(); ++d) {
-            if (shape[d] >= 0)
-                continue;
-            if (d != 0 && sequenceModel) {
-                shape[d] = 1;
-                continue;
-            }
-            if (d != 0)
-                return Error::unsupported({}, "input '" + info.name + "' has a dynamic dimension " +
-                                                  std::to_string(d) +
-                                                  "; give its size to infer shapes");
-            shape[d] = 1;
-        }
-        const auto dtype = info.dtype == ir::DType::Int64 ? at::kLong
-                           : info.dtype == ir::DType::Int32 ? at::kInt
-                                                             : at::kFloat;
-        inputs.push_back(at::zeros(shape, at::TensorOptions().dtype(dtype)));
+        const auto dtype = graph.inputs[i].dtype == ir::DType::Int64   ? at::kLong
+                           : graph.inputs[i].dtype == ir::DType::Int32 ? at::kInt
+                                                                       : at::kFloat;
+        inputs.push_back(at::zeros((*samples)[i], at::TensorOptions().dtype(dtype)));
     }
     Executor executor(graph);
     auto values = executor.runAll(inputs);
     if (!values)
         return values.error();
-    std::map<std::string, std::vector<std::int64_t>> shapes;
+    ir::ShapeMap shapes;
     for (const auto& [name, tensor] : *values)
         shapes[name] = tensor.sizes().vec();
     return shapes;

@@ -5,6 +5,7 @@
 // layer-by-layer analysis all attach here.
 
 #include "ir/graph.h"
+#include "ir/shape_inference.h"
 #include "jobs/result.h"
 
 #include <c10/core/Device.h>
@@ -78,9 +79,11 @@ std::vector<at::Tensor> runNode(const ir::Node& node, const std::vector<at::Tens
 /// mask of tokens that are not padding (metadata "pad_token_id", default 0).
 std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor& batch);
 
-/// Output shape of every node for one sample (batch 1), by value name, found by a traced run
-/// on zeros. Dynamic input dimensions other than the batch must be given in `inputShapes`.
-Result<std::map<std::string, std::vector<std::int64_t>>>
-inferShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes = {});
+/// Output shape of every value for one sample, by value name, found by running the graph on
+/// zeros of ir::sampleInputShapes (ir/shape_inference.h). Unlike ir::inferShapes it runs every
+/// op, so it also shows that the graph runs (model summaries use it for that); errors are the
+/// sample-shape ones and whatever the run reports.
+Result<ir::ShapeMap>
+traceShapes(const ir::Graph& graph, const std::vector<std::vector<std::int64_t>>& inputShapes = {});
 
 } // namespace bitlens::exec

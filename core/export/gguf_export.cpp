@@ -5,7 +5,7 @@
 #include "io/file_util.h"
 #include "io/gguf.h"
 #include "model/model.h"
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -23,7 +23,7 @@ namespace bitlens::exporting {
 
 namespace {
 
-using quant::GgmlType;
+using formats::GgmlType;
 
 std::string fmt(double value)
 {
@@ -80,15 +80,15 @@ at::Tensor permuteForRope(const at::Tensor& rows, std::int64_t heads)
 bool exactIn(const at::Tensor& values, GgmlType type)
 {
     const at::Tensor rows = values.to(at::kCPU, at::kFloat).contiguous();
-    if (rows.size(-1) % quant::ggmlTraits(type).blockSize != 0)
+    if (rows.size(-1) % formats::ggmlTraits(type).blockSize != 0)
         return false;
-    auto bytes = quant::ggmlQuantize(
+    auto bytes = formats::ggmlQuantize(
         std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
         type);
     if (!bytes)
         return false;
     at::Tensor back = at::empty_like(rows);
-    if (!quant::ggmlDequantize(*bytes, type,
+    if (!formats::ggmlDequantize(*bytes, type,
                                std::span<float>(back.data_ptr<float>(),
                                                 static_cast<std::size_t>(back.numel()))))
         return false;
@@ -337,7 +337,7 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                         chosen = t;
                         break;
                     }
-                summary.tokenEmbeddingType = std::string(quant::ggmlTraits(chosen).name);
+                summary.tokenEmbeddingType = std::string(formats::ggmlTraits(chosen).name);
                 summary.notes.push_back(
                     "token_embd.weight: " + summary.tokenEmbeddingType +
                     " (BitLens runs the embedding unquantized; this is the smallest of the "

@@ -15,7 +15,7 @@
 
 namespace bitlens::io {
 
-using quant::GgmlType;
+using formats::GgmlType;
 
 namespace {
 
@@ -390,7 +390,7 @@ private:
         std::uint32_t typeId = 0;
         if (!readU32(typeId) || !readU64(t.offset))
             return failAt(at, what + ": file ends inside its info");
-        const quant::GgmlTypeTraits* traits = quant::ggmlTraits(typeId);
+        const formats::GgmlTypeTraits* traits = formats::ggmlTraits(typeId);
         if (!traits)
             return failAt(at, what + " has unknown ggml type " + std::to_string(typeId));
         t.type = traits->type;
@@ -399,7 +399,7 @@ private:
             return failAt(at, what + ": ne[0] = " + std::to_string(rowLength) +
                                   " is not a multiple of the " + std::string(traits->name) +
                                   " block size " + std::to_string(traits->blockSize));
-        const auto bytes = quant::ggmlBytes(t.type, numel);
+        const auto bytes = formats::ggmlBytes(t.type, numel);
         if (!bytes)
             return failAt(at, what + ": " + neText(t.ne) + " of " + std::string(traits->name) +
                                   " overflows the byte count");
@@ -592,7 +592,7 @@ Result<at::Tensor> GgufFile::tensorView(const std::string& name) const
     const at::ScalarType dtype = plainDtype(info->type);
     std::vector<std::int64_t> shape = info->shape();
     if (dtype == at::ScalarType::Undefined) {
-        const auto& traits = quant::ggmlTraits(info->type);
+        const auto& traits = formats::ggmlTraits(info->type);
         const std::int64_t rowBytes = (info->ne.empty() ? 1 : info->ne[0]) / traits.blockSize *
                                       traits.typeSize;
         const std::int64_t rows = rowBytes == 0 ? 0 : static_cast<std::int64_t>(info->sizeBytes) / rowBytes;
@@ -615,7 +615,7 @@ Result<at::Tensor> GgufFile::dequantize(const std::string& name) const
     const GgufTensorInfo* info = findTensor(name);
     if (!info)
         return Error::badInput(m_path, "no tensor named '" + name + "'");
-    const auto& traits = quant::ggmlTraits(info->type);
+    const auto& traits = formats::ggmlTraits(info->type);
     if (!traits.toFloat)
         return Error::unsupported(m_path, "tensor '" + name + "' has ggml type " +
                                               std::string(traits.name) +
@@ -741,10 +741,10 @@ void GgufWriter::set(const std::string& key, GgufValue value)
 }
 
 Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& values,
-                                   quant::GgmlType type)
+                                   formats::GgmlType type)
 {
     try {
-        const auto& traits = quant::ggmlTraits(type);
+        const auto& traits = formats::ggmlTraits(type);
         const std::string what = "tensor '" + name + "'";
         if (!values.defined())
             return Error::usage(what + " is undefined");
@@ -786,7 +786,7 @@ Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& va
                                                    ", which " + std::string(traits.name) +
                                                    " blocks cannot hold");
         }
-        const auto total = quant::ggmlBytes(type, n);
+        const auto total = formats::ggmlBytes(type, n);
         if (!total)
             return Error::unsupported({}, what + " is too large");
         std::vector<std::uint8_t> bytes(static_cast<std::size_t>(*total));
@@ -804,7 +804,7 @@ Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& va
 }
 
 Result<void> GgufWriter::addRawTensor(const std::string& name, std::vector<std::int64_t> ne,
-                                      quant::GgmlType type, std::vector<std::uint8_t> bytes)
+                                      formats::GgmlType type, std::vector<std::uint8_t> bytes)
 {
     for (const Pending& p : m_tensors)
         if (p.name == name)
@@ -817,15 +817,15 @@ Result<void> GgufWriter::addRawTensor(const std::string& name, std::vector<std::
             return Error::usage("tensor '" + name + "' has a negative dimension");
         n *= d;
     }
-    const auto expected = quant::ggmlBytes(type, n);
-    if (!ne.empty() && ne[0] % quant::ggmlTraits(type).blockSize != 0)
+    const auto expected = formats::ggmlBytes(type, n);
+    if (!ne.empty() && ne[0] % formats::ggmlTraits(type).blockSize != 0)
         return Error::unsupported({}, "tensor '" + name + "': ne[0] = " + std::to_string(ne[0]) +
                                           " is not a multiple of the block size of " +
-                                          std::string(quant::ggmlTraits(type).name));
+                                          std::string(formats::ggmlTraits(type).name));
     if (!expected || static_cast<std::uint64_t>(*expected) != bytes.size())
         return Error::usage("tensor '" + name + "': " + std::to_string(bytes.size()) +
                             " bytes do not hold " + neText(ne) + " of " +
-                            std::string(quant::ggmlTraits(type).name));
+                            std::string(formats::ggmlTraits(type).name));
     m_tensors.push_back({name, std::move(ne), type, std::move(bytes)});
     return {};
 }

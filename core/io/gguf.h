@@ -8,7 +8,7 @@
 // with ne = [K, N] is the torch tensor [N, K].
 
 #include "jobs/result.h"
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -86,7 +86,7 @@ struct GgufValue {
 struct GgufTensorInfo {
     std::string name;
     std::vector<std::int64_t> ne;  ///< ggml dimensions, ne[0] fastest (1 to 4 of them)
-    quant::GgmlType type = quant::GgmlType::F32;
+    formats::GgmlType type = formats::GgmlType::F32;
     std::uint64_t offset = 0;      ///< from the start of the data section, aligned
     std::uint64_t sizeBytes = 0;   ///< bytes of data
 
@@ -166,11 +166,11 @@ public:
     /// K that is not a multiple of the type's block size or a type without a quantizer,
     /// BadInput for NaN/Inf in a block type.
     Result<void> addTensor(const std::string& name, const at::Tensor& values,
-                           quant::GgmlType type);
+                           formats::GgmlType type);
     /// Adds encoded bytes: `ne` in ggml order; `bytes` must be exactly the size ne and type
     /// call for.
     Result<void> addRawTensor(const std::string& name, std::vector<std::int64_t> ne,
-                              quant::GgmlType type, std::vector<std::uint8_t> bytes);
+                              formats::GgmlType type, std::vector<std::uint8_t> bytes);
     /// Writes the file (through a temporary file and a rename).
     Result<void> write(const std::string& path) const;
 
@@ -178,7 +178,7 @@ private:
     struct Pending {
         std::string name;
         std::vector<std::int64_t> ne;
-        quant::GgmlType type;
+        formats::GgmlType type;
         std::vector<std::uint8_t> bytes;
     };
     std::uint32_t m_alignment;

@@ -1,12 +1,11 @@
 #include "io/onnx.h"
 
-#include "exec/executor.h"
 #include "io/file_util.h"
 #include "io/onnx_import.h"
 #include "io/protobuf.h"
+#include "ir/shape_inference.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <bit>
@@ -1031,14 +1030,14 @@ void OnnxWriter::inferMissingOutputShapes()
 {
     // onnx.checker requires a shape on every graph output, and shape inference in other tools
     // rejects a wrong rank, but graphs built in code often leave output shapes empty. Take
-    // them from a batch-1 run on zeros; dimension 0 stays dynamic when the first input's is.
-    // Graphs with other dynamic dimensions cannot be traced: their outputs keep no shape.
+    // them from shape inference for one sample (batch 1, ir/shape_inference.h); dimension 0
+    // stays dynamic when the first input's is. Graphs with other dynamic dimensions, and
+    // outputs that inference cannot derive, keep no shape.
     const bool noneMissing = std::none_of(m_graph.outputs.begin(), m_graph.outputs.end(),
                                           [](const ir::ValueInfo& v) { return v.shape.empty(); });
     if (noneMissing)
         return;
-    c10::InferenceMode inference;
-    const auto shapes = exec::inferShapes(m_graph);
+    const auto shapes = ir::inferShapes(m_graph);
     if (!shapes)
         return;
     const bool dynamicBatch = !m_graph.inputs.empty() && !m_graph.inputs[0].shape.empty() &&

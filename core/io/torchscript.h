@@ -54,11 +54,4 @@ Result<TorchArchive> readTorchArchive(const std::string& path);
 /// then "... and N more").
 std::string describeTensors(const TorchArchive& archive, std::size_t limit = 24);
 
-/// The graph of an archive whose parameters form a known structure: a PyTorch nn.LSTM /
-/// nn.GRU (at the root, or the only parameters under one module path), built by
-/// model::buildRnnFromTorch with batch_first / bidirectional taken from the module's Final
-/// constants where the code states them. Anything else: Unsupported, "TorchScript code is not
-/// run; parameters listed: ...".
-Result<ir::Graph> graphFromTorchArchive(const TorchArchive& archive);
-
 } // namespace bitlens::io

@@ -1,6 +1,5 @@
 #include "model/model.h"
 
-#include "analysis/lm_metrics.h"
 #include "exec/executor.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
@@ -8,7 +7,9 @@
 #include "io/safetensors.h"
 #include "io/torchscript.h"
 #include "ir/graph.h"
+#include "ir/task.h"
 #include "model/hf_builders.h"
+#include "model/torch_rnn.h"
 #include "text/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,7 @@ Result<std::shared_ptr<Model>> openTorchArchive(const std::string& path, Progres
         return archive.error();
     if (cancel.cancelled())
         return Error::cancelled();
-    auto graph = io::graphFromTorchArchive(*archive);
+    auto graph = model::graphFromTorchArchive(*archive);
     if (!graph)
         return graph.error();
     progress.report(0.6, "inferring shapes");
@@ -209,7 +210,7 @@ std::string ggufNote(const io::GgufFile& file)
 {
     std::map<std::string, int> counts;
     for (const auto& info : file.tensors())
-        ++counts[std::string(quant::ggmlTraits(info.type).name)];
+        ++counts[std::string(formats::ggmlTraits(info.type).name)];
     if (counts.size() == 1 && counts.count("F32") == 1)
         return {};
     std::string main;
@@ -347,12 +348,9 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
     summary.path = path;
     summary.format = format;
     summary.name = graph.name;
-    const analysis::Task task = analysis::taskOf(graph);
-    summary.task = task == analysis::Task::LanguageModel ? "lm"
-                   : task == analysis::Task::Embedding   ? "embedding"
-                   : task == analysis::Task::Sequence    ? "sequence"
-                                                         : "classification";
-    summary.metric = std::string(analysis::metricNameOf(task));
+    const ir::Task task = ir::taskOf(graph);
+    summary.task = std::string(ir::taskName(task));
+    summary.metric = std::string(ir::metricNameOf(task));
     summary.params = graph.parameterCount();
     summary.bytes = graph.parameterBytes();
     for (const auto& in : graph.inputs)
@@ -379,7 +377,7 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
                                              formatShape(in.shape) +
                                              ": one sample would hold more than 2^28 elements");
     }
-    auto shapes = exec::inferShapes(graph);
+    auto shapes = exec::traceShapes(graph);
     if (!shapes) {
         Error e = shapes.error();
         e.path = path;

@@ -1,7 +1,7 @@
 #include "quant/engine.h"
 
 #include "exec/sequence_ops.h"
-#include "train/bn_fold.h"
+#include "quant/bn_fold.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -126,23 +126,23 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
         // ggml's block round trip along the input dimension: the weight a GGUF file of this
         // type holds, dequantized as llama.cpp reads it.
         const std::int64_t rowLength = view.size(1);
-        const GgmlType type = ggmlTypeForRow(*config.ggmlType, rowLength);
-        const auto& t = ggmlTraits(type);
+        const formats::GgmlType type = ggmlTypeForRow(*config.ggmlType, rowLength);
+        const auto& t = formats::ggmlTraits(type);
         if (type != *config.ggmlType)
-            lq.note = std::string(ggmlTraits(*config.ggmlType).name) + " blocks of " +
-                      std::to_string(ggmlTraits(*config.ggmlType).blockSize) +
+            lq.note = std::string(formats::ggmlTraits(*config.ggmlType).name) + " blocks of " +
+                      std::to_string(formats::ggmlTraits(*config.ggmlType).blockSize) +
                       " do not divide the " + std::to_string(rowLength) +
                       " inputs per output channel; stored as " + std::string(t.name) +
                       " (as llama.cpp falls back)";
         const at::Tensor rows = view.to(at::kCPU, at::kFloat).contiguous();
         const std::span<const float> src(rows.data_ptr<float>(),
                                          static_cast<std::size_t>(rows.numel()));
-        auto bytes = ggmlQuantize(src, type);
+        auto bytes = formats::ggmlQuantize(src, type);
         if (!bytes)
             return Error{bytes.error().code,
                          "layer '" + node.name + "': " + bytes.error().message, {}, std::nullopt};
         at::Tensor back = at::empty(rows.sizes(), rows.options());
-        if (auto r = ggmlDequantize(*bytes, type,
+        if (auto r = formats::ggmlDequantize(*bytes, type,
                                     std::span<float>(back.data_ptr<float>(),
                                                      static_cast<std::size_t>(back.numel())));
             !r)
@@ -444,7 +444,7 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         model.scheme = scheme;
         model.bytesFloat = floatGraph.parameterBytes();
         model.graph = scheme.foldBatchNorm
-                          ? train::foldBatchNorm(floatGraph, &model.foldedBatchNorms)
+                          ? foldBatchNorm(floatGraph, &model.foldedBatchNorms)
                           : floatGraph;
         auto plan = makePlan(model.graph, scheme);
         if (!plan)

@@ -11,6 +11,8 @@
 
 namespace bitlens::quant {
 
+using formats::GgmlType;
+
 namespace {
 
 using nlohmann::json;
@@ -76,12 +78,12 @@ Result<Scheme> presetDefaults(const std::string& preset)
         c.weightGranularity = Granularity::perTensor();
         c.actMode = ActMode::Cast;
         c.actType = t;
-    } else if (preset.rfind("gguf-", 0) == 0 && ggmlTypeFromName(preset.substr(5)) &&
+    } else if (preset.rfind("gguf-", 0) == 0 && formats::ggmlTypeFromName(preset.substr(5)) &&
                std::find(presetNames().begin(), presetNames().end(), preset) !=
                    presetNames().end()) {
         // Weight-only, ggml's block round trip: what a GGUF file of this type holds.
-        const GgmlType t = *ggmlTypeFromName(preset.substr(5));
-        const std::int64_t block = ggmlTraits(t).blockSize;
+        const GgmlType t = *formats::ggmlTypeFromName(preset.substr(5));
+        const std::int64_t block = formats::ggmlTraits(t).blockSize;
         c.actMode = ActMode::Float;
         c.ggmlType = t;
         c.weightSymmetric = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q6_K;
@@ -446,7 +448,7 @@ json configToJson(const LayerConfig& c)
     if (c.smoothAlpha > 0)
         j["smooth_alpha"] = c.smoothAlpha;
     if (c.ggmlType)
-        j["ggml_type"] = std::string(ggmlTraits(*c.ggmlType).name);
+        j["ggml_type"] = std::string(formats::ggmlTraits(*c.ggmlType).name);
     return j;
 }
 
@@ -457,9 +459,9 @@ std::string LayerConfig::describe() const
     if (keepFloat)
         return "float";
     if (ggmlType)
-        return "ggml " + std::string(ggmlTraits(*ggmlType).name) +
-               (ggmlTraits(*ggmlType).blockSize > 1
-                    ? " (block " + std::to_string(ggmlTraits(*ggmlType).blockSize) + ")"
+        return "ggml " + std::string(formats::ggmlTraits(*ggmlType).name) +
+               (formats::ggmlTraits(*ggmlType).blockSize > 1
+                    ? " (block " + std::to_string(formats::ggmlTraits(*ggmlType).blockSize) + ")"
                     : std::string()) +
                " / float acts";
     std::string text = std::string(traits(weightType).name);
@@ -487,7 +489,7 @@ const std::vector<std::string>& presetNames()
 
 GgmlType ggmlTypeForRow(GgmlType wanted, std::int64_t rowLength)
 {
-    if (rowLength % ggmlTraits(wanted).blockSize == 0)
+    if (rowLength % formats::ggmlTraits(wanted).blockSize == 0)
         return wanted;
     if (rowLength % 32 == 0) {
         if (wanted == GgmlType::Q4_K)

@@ -6,7 +6,7 @@
 
 #include "ir/graph.h"
 #include "jobs/result.h"
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 #include "quant/quant_type.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -44,7 +44,7 @@ struct LayerConfig {
     /// GGUF file holds), blocks along the input dimension; weightType / weightGranularity
     /// then only describe it. A row length the block does not divide falls back
     /// (ggmlTypeForRow).
-    std::optional<GgmlType> ggmlType;
+    std::optional<formats::GgmlType> ggmlType;
 
     /// "int8 per-channel(0) sym / uint8 static minmax", for tables and reports.
     std::string describe() const;
@@ -107,7 +107,7 @@ struct Scheme {
 /// The ggml type a weight row of `rowLength` inputs is stored in when `wanted` is asked for:
 /// `wanted` when its block divides the row, else what llama.cpp falls back to (Q4_K -> Q5_0,
 /// Q6_K -> Q8_0, when 32 divides the row), else F16.
-GgmlType ggmlTypeForRow(GgmlType wanted, std::int64_t rowLength);
+formats::GgmlType ggmlTypeForRow(formats::GgmlType wanted, std::int64_t rowLength);
 
 /// True when the scheme (or one of its overrides) quantizes with ggml's block types.
 bool usesGgml(const Scheme& scheme);

@@ -1,7 +1,7 @@
 #include "train/qat.h"
 
 #include "exec/executor.h"
-#include "train/bn_fold.h"
+#include "quant/bn_fold.h"
 #include "train/optimizer.h"
 
 #include <ATen/ATen.h>
@@ -200,7 +200,7 @@ QuantizedModel snapshot(const QuantizedModel& base, const ir::Graph& trainGraph,
     for (auto& [name, t] : copy.initializers)
         t = t.detach().clone();
     QuantizedModel m = base;
-    m.graph = base.scheme.foldBatchNorm ? foldBatchNorm(copy) : copy;
+    m.graph = base.scheme.foldBatchNorm ? quant::foldBatchNorm(copy) : copy;
     for (const auto& node : m.graph.nodes) {
         auto it = layers.find(node.name);
         if (it == layers.end())
@@ -334,7 +334,7 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         std::map<std::string, BnLink> bnOf;  // layer -> folded BN
         {
             std::vector<std::string> pairs;
-            (void)foldBatchNorm(trainGraph, &pairs);
+            (void)quant::foldBatchNorm(trainGraph, &pairs);
             for (const auto& pair : pairs) {
                 const auto arrow = pair.find("<-");
                 const std::string layer = pair.substr(0, arrow);

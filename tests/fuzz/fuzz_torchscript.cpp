@@ -6,6 +6,7 @@
 #include "fuzz_common.h"
 #include "io/torchscript.h"
 #include "model/model.h"
+#include "model/torch_rnn.h"
 
 #include <ATen/ATen.h>
 
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             sum = sum + bitlens::fuzz::touch(t.value.data_ptr(), t.value.nbytes());
     (void)sum;
     (void)bitlens::io::describeTensors(*archive);
-    auto graph = bitlens::io::graphFromTorchArchive(*archive);
+    auto graph = bitlens::model::graphFromTorchArchive(*archive);
     if (!graph.ok()) {
         bitlens::fuzz::checkError(graph.error(), path);
         return 0;

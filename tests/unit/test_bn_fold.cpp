@@ -1,7 +1,7 @@
 // BatchNorm folding keeps the function of the network and removes the BN nodes.
 
 #include "exec/executor.h"
-#include "train/bn_fold.h"
+#include "quant/bn_fold.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -25,7 +25,7 @@ TEST(BatchNormFold, FoldedGraphComputesTheSameFunction)
     const auto graph = g.build().value();
 
     std::vector<std::string> folded;
-    const ir::Graph out = train::foldBatchNorm(graph, &folded);
+    const ir::Graph out = quant::foldBatchNorm(graph, &folded);
     ASSERT_TRUE(out.validate().ok());
     EXPECT_EQ(folded, std::vector<std::string>{"conv<-bn"});
     EXPECT_EQ(out.nodes.size(), graph.nodes.size() - 1);

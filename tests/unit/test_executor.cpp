@@ -212,7 +212,7 @@ TEST(Executor, LayerShapeMismatchNamesTheNode)
               "(transposed)");
 }
 
-TEST(Executor, InferShapesGivesBatchOneShapes)
+TEST(Executor, TraceShapesGivesBatchOneShapes)
 {
     ir::GraphBuilder g("t");
     auto x = g.input("x", {-1, 1, 8, 8});
@@ -221,7 +221,7 @@ TEST(Executor, InferShapesGivesBatchOneShapes)
     g.output(g.flatten("flat", y));
     const auto graph = g.build();
     ASSERT_TRUE(graph.ok());
-    auto shapes = exec::inferShapes(*graph);
+    auto shapes = exec::traceShapes(*graph);
     ASSERT_TRUE(shapes.ok());
     EXPECT_EQ(shapes->at("conv"), (std::vector<std::int64_t>{1, 4, 8, 8}));
     EXPECT_EQ(shapes->at("flat"), (std::vector<std::int64_t>{1, 64}));

@@ -3,7 +3,7 @@
 // quantize -> dequantize, exact zeros, NaN/Inf refused, sizes checked.
 
 #include "io/dataset.h"
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <random>
 
 using namespace bitlens;
-using quant::GgmlType;
+using formats::GgmlType;
 
 namespace {
 
@@ -43,28 +43,28 @@ std::uint32_t bitsOf(float v)
     return b;
 }
 
-bool isBlockType(const quant::GgmlTypeTraits& t) { return t.blockSize > 1; }
+bool isBlockType(const formats::GgmlTypeTraits& t) { return t.blockSize > 1; }
 
 } // namespace
 
 TEST(GgmlQuants, TraitsTableIsConsistent)
 {
-    for (const auto& t : quant::allGgmlTypes()) {
-        EXPECT_EQ(quant::ggmlTraits(static_cast<std::uint32_t>(t.type)), &t) << t.name;
-        EXPECT_EQ(quant::ggmlTypeFromName(t.name), t.type) << t.name;
+    for (const auto& t : formats::allGgmlTypes()) {
+        EXPECT_EQ(formats::ggmlTraits(static_cast<std::uint32_t>(t.type)), &t) << t.name;
+        EXPECT_EQ(formats::ggmlTypeFromName(t.name), t.type) << t.name;
         EXPECT_GT(t.blockSize, 0);
         EXPECT_GT(t.typeSize, 0);
         if (t.fromFloatRef)
             EXPECT_NE(t.toFloat, nullptr) << t.name << ": a quantizer needs a dequantizer";
     }
-    EXPECT_EQ(quant::ggmlTraits(4u), nullptr);  // ids 4 and 5 were removed from ggml
-    EXPECT_EQ(quant::ggmlTraits(1000u), nullptr);
-    EXPECT_EQ(quant::ggmlTypeFromName("q4_k"), GgmlType::Q4_K);
-    EXPECT_FALSE(quant::ggmlTypeFromName("Q4").has_value());
-    EXPECT_EQ(quant::ggmlBytes(GgmlType::Q4_K, 512), 288);
-    EXPECT_EQ(quant::ggmlBytes(GgmlType::Q8_0, 64), 68);
-    EXPECT_FALSE(quant::ggmlBytes(GgmlType::Q8_0, 33).has_value());
-    EXPECT_FALSE(quant::ggmlBytes(GgmlType::F32, std::numeric_limits<std::int64_t>::max()).has_value());
+    EXPECT_EQ(formats::ggmlTraits(4u), nullptr);  // ids 4 and 5 were removed from ggml
+    EXPECT_EQ(formats::ggmlTraits(1000u), nullptr);
+    EXPECT_EQ(formats::ggmlTypeFromName("q4_k"), GgmlType::Q4_K);
+    EXPECT_FALSE(formats::ggmlTypeFromName("Q4").has_value());
+    EXPECT_EQ(formats::ggmlBytes(GgmlType::Q4_K, 512), 288);
+    EXPECT_EQ(formats::ggmlBytes(GgmlType::Q8_0, 64), 68);
+    EXPECT_FALSE(formats::ggmlBytes(GgmlType::Q8_0, 33).has_value());
+    EXPECT_FALSE(formats::ggmlBytes(GgmlType::F32, std::numeric_limits<std::int64_t>::max()).has_value());
 }
 
 // Every type with a quantizer gives exactly ggml's bytes for the golden rows.
@@ -72,13 +72,13 @@ TEST(GgmlQuants, QuantizeMatchesGgmlReferenceBitForBit)
 {
     const std::vector<float> x = goldenInputs();
     int checked = 0;
-    for (const auto& t : quant::allGgmlTypes()) {
+    for (const auto& t : formats::allGgmlTypes()) {
         if (!t.fromFloatRef || !isBlockType(t))
             continue;
         const std::string golden = kDir + std::string(t.name) + ".bin";
         ASSERT_TRUE(std::filesystem::exists(golden)) << "no golden file for " << t.name;
         const auto expected = readBytes(golden);
-        auto got = quant::ggmlQuantize(x, t.type);
+        auto got = formats::ggmlQuantize(x, t.type);
         ASSERT_TRUE(got.ok()) << t.name << ": " << got.error().message;
         ASSERT_EQ(got->size(), expected.size()) << t.name;
         std::size_t firstDiff = expected.size();
@@ -99,7 +99,7 @@ TEST(GgmlQuants, QuantizeMatchesGgmlReferenceBitForBit)
 TEST(GgmlQuants, DequantizeMatchesGgmlBitForBit)
 {
     int checked = 0;
-    for (const auto& t : quant::allGgmlTypes()) {
+    for (const auto& t : formats::allGgmlTypes()) {
         const std::string golden = kDir + std::string(t.name) + "_deq.npy";
         if (!std::filesystem::exists(golden))
             continue;
@@ -108,7 +108,7 @@ TEST(GgmlQuants, DequantizeMatchesGgmlBitForBit)
         const at::Tensor e = expected->contiguous();
         const auto bytes = readBytes(kDir + std::string(t.name) + ".bin");
         std::vector<float> got(static_cast<std::size_t>(e.numel()));
-        ASSERT_TRUE(quant::ggmlDequantize(bytes, t.type, got).ok()) << t.name;
+        ASSERT_TRUE(formats::ggmlDequantize(bytes, t.type, got).ok()) << t.name;
         const float* want = e.data_ptr<float>();
         for (std::size_t i = 0; i < got.size(); ++i)
             ASSERT_EQ(bitsOf(got[i]), bitsOf(want[i])) << t.name << " value " << i;
@@ -120,7 +120,7 @@ TEST(GgmlQuants, DequantizeMatchesGgmlBitForBit)
 TEST(GgmlQuants, Q8_1StoresScaledCodeSum)
 {
     const std::vector<float> x = goldenInputs();
-    auto bytes = quant::ggmlQuantize(std::span(x).first(32), GgmlType::Q8_1);
+    auto bytes = formats::ggmlQuantize(std::span(x).first(32), GgmlType::Q8_1);
     ASSERT_TRUE(bytes.ok());
     std::uint16_t d;
     std::uint16_t s;
@@ -129,7 +129,7 @@ TEST(GgmlQuants, Q8_1StoresScaledCodeSum)
     int sum = 0;
     for (int j = 0; j < 32; ++j)
         sum += static_cast<std::int8_t>((*bytes)[4 + j]);
-    EXPECT_EQ(s, quant::fp32ToFp16(static_cast<float>(sum) * quant::fp16ToFp32(d)));
+    EXPECT_EQ(s, formats::fp32ToFp16(static_cast<float>(sum) * formats::fp16ToFp32(d)));
 }
 
 // Property (seeded): dequantize(quantize(x)) stays within half a step of x for the round-to-
@@ -149,13 +149,13 @@ TEST(GgmlQuants, RoundTripErrorIsBounded)
     };
     const Bound bounds[] = {{GgmlType::Q2_K, 0.45}, {GgmlType::Q3_K, 0.25}, {GgmlType::Q4_K, 0.12},
                             {GgmlType::Q5_K, 0.06}, {GgmlType::Q6_K, 0.03}, {GgmlType::Q8_K, 0.02}};
-    for (const auto& t : quant::allGgmlTypes()) {
+    for (const auto& t : formats::allGgmlTypes()) {
         if (!t.fromFloatRef)
             continue;
-        auto q = quant::ggmlQuantize(x, t.type);
+        auto q = formats::ggmlQuantize(x, t.type);
         ASSERT_TRUE(q.ok()) << t.name;
         std::vector<float> y(x.size());
-        ASSERT_TRUE(quant::ggmlDequantize(*q, t.type, y).ok());
+        ASSERT_TRUE(formats::ggmlDequantize(*q, t.type, y).ok());
         if (t.type == GgmlType::F32) {
             EXPECT_EQ(x, y);
             continue;
@@ -216,13 +216,13 @@ TEST(GgmlQuants, RoundTripErrorIsBounded)
 TEST(GgmlQuants, ZerosStayExactlyZero)
 {
     const std::vector<float> zeros(512, 0.0f);
-    for (const auto& t : quant::allGgmlTypes()) {
+    for (const auto& t : formats::allGgmlTypes()) {
         if (!t.fromFloatRef)
             continue;
-        auto q = quant::ggmlQuantize(zeros, t.type);
+        auto q = formats::ggmlQuantize(zeros, t.type);
         ASSERT_TRUE(q.ok()) << t.name;
         std::vector<float> y(zeros.size(), 1.0f);
-        ASSERT_TRUE(quant::ggmlDequantize(*q, t.type, y).ok());
+        ASSERT_TRUE(formats::ggmlDequantize(*q, t.type, y).ok());
         for (float v : y)
             ASSERT_EQ(v, 0.0f) << t.name;
     }
@@ -233,10 +233,10 @@ TEST(GgmlQuants, BlockTypesRefuseNaNAndInfinity)
     for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
         std::vector<float> x(256, 0.5f);
         x[77] = bad;
-        for (const auto& t : quant::allGgmlTypes()) {
+        for (const auto& t : formats::allGgmlTypes()) {
             if (!t.fromFloatRef)
                 continue;
-            auto q = quant::ggmlQuantize(x, t.type);
+            auto q = formats::ggmlQuantize(x, t.type);
             if (t.blockSize == 1) {
                 EXPECT_TRUE(q.ok()) << t.name << " holds NaN and Inf";
                 continue;
@@ -251,19 +251,19 @@ TEST(GgmlQuants, BlockTypesRefuseNaNAndInfinity)
 TEST(GgmlQuants, SizesAndTypesAreChecked)
 {
     const std::vector<float> x(33, 1.0f);
-    auto q = quant::ggmlQuantize(x, GgmlType::Q4_0);
+    auto q = formats::ggmlQuantize(x, GgmlType::Q4_0);
     ASSERT_FALSE(q.ok());
     EXPECT_EQ(q.error().code, ErrorCode::Usage);
     EXPECT_EQ(q.error().message, "33 values are not a whole number of Q4_0 blocks of 32");
-    auto iq = quant::ggmlQuantize(std::vector<float>(256, 1.0f), GgmlType::IQ2_XXS);
+    auto iq = formats::ggmlQuantize(std::vector<float>(256, 1.0f), GgmlType::IQ2_XXS);
     ASSERT_FALSE(iq.ok());
     EXPECT_EQ(iq.error().code, ErrorCode::Unsupported);
     std::vector<float> y(32);
     const std::vector<std::uint8_t> shortBlock(17);
-    EXPECT_EQ(quant::ggmlDequantize(shortBlock, GgmlType::Q4_0, y).error().code, ErrorCode::Usage);
+    EXPECT_EQ(formats::ggmlDequantize(shortBlock, GgmlType::Q4_0, y).error().code, ErrorCode::Usage);
     const std::vector<std::uint8_t> iqBlock(66);
     std::vector<float> y256(256);
-    EXPECT_EQ(quant::ggmlDequantize(iqBlock, GgmlType::IQ2_XXS, y256).error().code,
+    EXPECT_EQ(formats::ggmlDequantize(iqBlock, GgmlType::IQ2_XXS, y256).error().code,
               ErrorCode::Unsupported);
 }
 
@@ -274,15 +274,15 @@ TEST(GgmlQuants, BlocksAreIndependent)
     std::mt19937 rng(99);
     std::uniform_real_distribution<float> uni(-2.0f, 3.0f);
     for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-        const auto& t = quant::ggmlTraits(type);
+        const auto& t = formats::ggmlTraits(type);
         for (int blocks : {1, 2, 3, 5, 7, 8, 15, 16, 17}) {
             std::vector<float> x(static_cast<std::size_t>(blocks * t.blockSize));
             for (float& v : x)
                 v = uni(rng);
-            auto all = quant::ggmlQuantize(x, type);
+            auto all = formats::ggmlQuantize(x, type);
             ASSERT_TRUE(all.ok());
             for (int b = 0; b < blocks; ++b) {
-                auto one = quant::ggmlQuantize(
+                auto one = formats::ggmlQuantize(
                     std::span<const float>(x).subspan(static_cast<std::size_t>(b * t.blockSize),
                                                       static_cast<std::size_t>(t.blockSize)),
                     type);
@@ -296,9 +296,9 @@ TEST(GgmlQuants, BlocksAreIndependent)
 TEST(GgmlQuants, HalfAndBFloat16RoundToNearestEven)
 {
     // 1 + 2^-11 is halfway between two halves: even mantissa wins (1.0); 1 + 3 * 2^-11 -> up.
-    EXPECT_EQ(quant::fp32ToFp16(1.0f + 0x1p-11f), 0x3c00);
-    EXPECT_EQ(quant::fp32ToFp16(1.0f + 3 * 0x1p-11f), 0x3c02);
-    EXPECT_EQ(quant::fp16ToFp32(0x7bff), 65504.0f);
+    EXPECT_EQ(formats::fp32ToFp16(1.0f + 0x1p-11f), 0x3c00);
+    EXPECT_EQ(formats::fp32ToFp16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    EXPECT_EQ(formats::fp16ToFp32(0x7bff), 65504.0f);
     // 1.00390625 (0x3f808000) is halfway: stays 0x3f80; 0x3f818000 rounds up to 0x3f82.
     float a;
     float b;
@@ -306,7 +306,7 @@ TEST(GgmlQuants, HalfAndBFloat16RoundToNearestEven)
     std::uint32_t ub = 0x3f818000;
     std::memcpy(&a, &ua, 4);
     std::memcpy(&b, &ub, 4);
-    EXPECT_EQ(quant::fp32ToBf16(a), 0x3f80);
-    EXPECT_EQ(quant::fp32ToBf16(b), 0x3f82);
-    EXPECT_EQ(quant::fp32ToBf16(std::nanf("")) & 0x7fc0, 0x7fc0);
+    EXPECT_EQ(formats::fp32ToBf16(a), 0x3f80);
+    EXPECT_EQ(formats::fp32ToBf16(b), 0x3f82);
+    EXPECT_EQ(formats::fp32ToBf16(std::nanf("")) & 0x7fc0, 0x7fc0);
 }

@@ -17,7 +17,7 @@
 using namespace bitlens;
 using io::GgufType;
 using io::GgufValue;
-using quant::GgmlType;
+using formats::GgmlType;
 
 namespace {
 
@@ -157,7 +157,7 @@ io::GgufWriter fullWriter(std::map<std::string, at::Tensor>& sources)
         {"q3_k", GgmlType::Q3_K}, {"q4_k", GgmlType::Q4_K}, {"q5_k", GgmlType::Q5_K},
         {"q6_k", GgmlType::Q6_K}};
     for (const auto& [name, type] : types) {
-        const std::int64_t k = quant::ggmlTraits(type).blockSize == 256 ? 512 : 64;
+        const std::int64_t k = formats::ggmlTraits(type).blockSize == 256 ? 512 : 64;
         at::Tensor x = at::randn({3, k}, gen);
         sources[name] = x;
         EXPECT_TRUE(w.addTensor(name, x, type).ok()) << name;
@@ -200,10 +200,10 @@ TEST(Gguf, WriterRoundTripsMetadataAndTensors)
         }
         // Ours must equal dequantize(quantize(x)) computed directly.
         const at::Tensor xf = x.contiguous();
-        auto q = quant::ggmlQuantize({xf.data_ptr<float>(), static_cast<std::size_t>(xf.numel())}, info->type);
+        auto q = formats::ggmlQuantize({xf.data_ptr<float>(), static_cast<std::size_t>(xf.numel())}, info->type);
         ASSERT_TRUE(q.ok());
         at::Tensor want = at::empty_like(xf);
-        ASSERT_TRUE(quant::ggmlDequantize(*q, info->type,
+        ASSERT_TRUE(formats::ggmlDequantize(*q, info->type,
                                           {want.data_ptr<float>(), static_cast<std::size_t>(want.numel())})
                         .ok());
         auto got = file->dequantize(name);

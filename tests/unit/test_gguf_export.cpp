@@ -8,7 +8,7 @@
 #include "io/gguf.h"
 #include "model/hf_builders.h"
 #include "quant/engine.h"
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 #include "quant/scheme.h"
 
 #include <ATen/ATen.h>
@@ -22,7 +22,7 @@
 
 using namespace bitlens;
 using nlohmann::json;
-using quant::GgmlType;
+using formats::GgmlType;
 namespace fs = std::filesystem;
 
 namespace {
@@ -188,7 +188,7 @@ TEST(GgufExport, BlockBytesAreTheReferenceQuantizersOwn)
         quant::weightView(nodeNamed(m.graph, "layer.0.mlp.down_proj"),
                           m.layers.at("layer.0.mlp.down_proj").weightFloat)
             .contiguous();
-    auto bytes = quant::ggmlQuantize(
+    auto bytes = formats::ggmlQuantize(
         std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
         GgmlType::Q4_K);
     ASSERT_TRUE(bytes.ok());

@@ -121,7 +121,7 @@ void setGgufTokenizer(io::GgufWriter& w, const std::string& model = "gpt2")
 
 /// The golden llama as a GGUF file: q/k rows permuted as llama.cpp's converter stores them;
 /// `blockType` for every matrix whose rows are a multiple of 32 (the others stay F32).
-void writeLlamaGguf(const std::string& path, const Golden& g, quant::GgmlType blockType,
+void writeLlamaGguf(const std::string& path, const Golden& g, formats::GgmlType blockType,
                     const std::string& arch = "llama", bool tokenizer = true)
 {
     const json& c = g.config;
@@ -150,7 +150,7 @@ void writeLlamaGguf(const std::string& path, const Golden& g, quant::GgmlType bl
         setGgufTokenizer(w);
     auto add = [&](const std::string& name, const at::Tensor& t) {
         const bool block = t.dim() == 2 && t.size(1) % 32 == 0;
-        auto r = w.addTensor(name, t, block ? blockType : quant::GgmlType::F32);
+        auto r = w.addTensor(name, t, block ? blockType : formats::GgmlType::F32);
         ASSERT_TRUE(r.ok()) << name << ": " << r.error().userMessage();
     };
     add("token_embd.weight", g.weights.at("model.embed_tokens.weight"));
@@ -320,7 +320,7 @@ TEST(OpenModel, GgufLlamaMatchesTransformersAndCarriesItsTokenizer)
 {
     test::TempDir dir;
     const Golden g = loadGolden("llama");
-    writeLlamaGguf(dir.file("tiny.gguf"), g, quant::GgmlType::F32);
+    writeLlamaGguf(dir.file("tiny.gguf"), g, formats::GgmlType::F32);
     auto model = mustOpen(dir.file("tiny.gguf"));
     ASSERT_TRUE(model);
     const ModelSummary& s = model->summary();
@@ -350,7 +350,7 @@ TEST(OpenModel, QuantizedGgufNotesItsFloatBaseline)
 {
     test::TempDir dir;
     const Golden g = loadGolden("llama");
-    writeLlamaGguf(dir.file("q4.gguf"), g, quant::GgmlType::Q4_1);
+    writeLlamaGguf(dir.file("q4.gguf"), g, formats::GgmlType::Q4_1);
     auto model = mustOpen(dir.file("q4.gguf"));
     ASSERT_TRUE(model);
     const std::string& note = model->note();
@@ -366,7 +366,7 @@ TEST(OpenModel, LanguageModelTextBecomesWholeWindows)
 {
     test::TempDir dir;
     const Golden g = loadGolden("llama");
-    writeLlamaGguf(dir.file("tiny.gguf"), g, quant::GgmlType::F32);
+    writeLlamaGguf(dir.file("tiny.gguf"), g, formats::GgmlType::F32);
     auto model = mustOpen(dir.file("tiny.gguf"));
     ASSERT_TRUE(model);
     std::string text;
@@ -434,7 +434,7 @@ TEST(OpenModel, UnknownArchitecturesAreUnsupportedAndNamed)
     EXPECT_NE(hf.error().userMessage().find("model_type 't5'"), std::string::npos)
         << hf.error().userMessage();
 
-    writeLlamaGguf(dir.file("m.gguf"), loadGolden("llama"), quant::GgmlType::F32, "mamba");
+    writeLlamaGguf(dir.file("m.gguf"), loadGolden("llama"), formats::GgmlType::F32, "mamba");
     auto gguf = openModel(dir.file("m.gguf"));
     ASSERT_FALSE(gguf.ok());
     EXPECT_EQ(gguf.error().code, ErrorCode::Unsupported);
@@ -484,7 +484,7 @@ TEST(OpenModel, CorruptFilesAreRefusedWithTheFileAndReason)
     test::TempDir dir;
     const Golden g = loadGolden("llama");
     writeHfFolder(dir.path(), g);
-    writeLlamaGguf(dir.file("ok.gguf"), g, quant::GgmlType::Q4_1);
+    writeLlamaGguf(dir.file("ok.gguf"), g, formats::GgmlType::Q4_1);
     const auto st = readAll(dir.file("model.safetensors"));
     const auto gguf = readAll(dir.file("ok.gguf"));
     ASSERT_GT(st.size(), 1000u);

@@ -4,7 +4,7 @@
 // itself (tests/data/ggml/make_golden.py). Blocks are copied into local structs with memcpy:
 // blocks of 18 or 22 bytes leave the fp16 fields of later blocks unaligned.
 
-#include "quant/ggml_quants.h"
+#include "formats/ggml_quants.h"
 
 #include <c10/util/Half.h>
 
@@ -17,7 +17,7 @@
 #include <limits>
 #include <string>
 
-namespace bitlens::quant {
+namespace bitlens::formats {
 
 static_assert(std::endian::native == std::endian::little, "GGUF blocks are little-endian");
 
@@ -1172,4 +1172,4 @@ Result<void> ggmlDequantize(std::span<const std::uint8_t> src, GgmlType type, st
     return {};
 }
 
-} // namespace bitlens::quant
+} // namespace bitlens::formats

@@ -1,10 +1,10 @@
-#include "train/bn_fold.h"
+#include "quant/bn_fold.h"
 
 #include <ATen/ATen.h>
 
 #include <map>
 
-namespace bitlens::train {
+namespace bitlens::quant {
 
 ir::Graph foldBatchNorm(const ir::Graph& graph, std::vector<std::string>* folded)
 {
@@ -74,4 +74,4 @@ ir::Graph foldBatchNorm(const ir::Graph& graph, std::vector<std::string>* folded
     return out;
 }
 
-} // namespace bitlens::train
+} // namespace bitlens::quant

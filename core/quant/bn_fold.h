@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace bitlens::train {
+namespace bitlens::quant {
 
 /// Returns a copy of `graph` where every BatchNormalization whose input comes only from a Conv
 /// (or a Gemm with transB = 1) is folded into it:
@@ -17,4 +17,4 @@ namespace bitlens::train {
 /// `folded` receives "conv<-bn" pairs. Non-foldable BNs are kept.
 ir::Graph foldBatchNorm(const ir::Graph& graph, std::vector<std::string>* folded = nullptr);
 
-} // namespace bitlens::train
+} // namespace bitlens::quant

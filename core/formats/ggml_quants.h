@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace bitlens::quant {
+namespace bitlens::formats {
 
 /// ggml type ids, as stored in GGUF tensor infos.
 enum class GgmlType : std::uint32_t {
@@ -96,4 +96,4 @@ float fp16ToFp32(std::uint16_t bits);
 /// float32 -> bfloat16 bits as ggml rounds: to nearest even, NaN made quiet.
 std::uint16_t fp32ToBf16(float value);
 
-} // namespace bitlens::quant
+} // namespace bitlens::formats
