@@ -319,20 +319,33 @@ Result<Run> runOne(Workspace& ws, const ResolvedData& data, const quant::Scheme&
     return out;
 }
 
+/// The scheme of `request` with its overrides, and its data loaded for that scheme.
+Result<std::pair<quant::Scheme, ResolvedData>> schemeAndData(Workspace& ws,
+                                                             const RunRequest& request,
+                                                             Progress& progress,
+                                                             const CancelToken& cancel)
+{
+    auto scheme = detail::schemeOf(request.scheme, request.overrides);
+    if (!scheme)
+        return scheme.error();
+    auto data = detail::resolveData(ws, request, quant::dataSamplesNeeded(*scheme), progress,
+                                    cancel);
+    if (!data)
+        return data.error();
+    return std::pair{std::move(scheme).value(), *data};
+}
+
 } // namespace
 
 Result<Run> run(Workspace& ws, const RunRequest& request, Progress& progress,
                 const CancelToken& cancel)
 {
     return guarded(ws, [&]() -> Result<Run> {
-        auto scheme = detail::schemeOf(request.scheme, request.overrides);
-        if (!scheme)
-            return scheme.error();
-        auto data = detail::resolveData(ws, request, quant::dataSamplesNeeded(*scheme), progress,
-                                        cancel);
-        if (!data)
-            return data.error();
-        return runOne(ws, *data, *scheme, progress, cancel, &request);
+        auto in = schemeAndData(ws, request, progress, cancel);
+        if (!in)
+            return in.error();
+        auto& [scheme, data] = *in;
+        return runOne(ws, data, scheme, progress, cancel, &request);
     });
 }
 
@@ -381,25 +394,22 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
                                 const CancelToken& cancel)
 {
     return guarded(ws, [&]() -> Result<Sensitivity> {
-        auto scheme = detail::schemeOf(request.scheme, request.overrides);
-        if (!scheme)
-            return scheme.error();
-        auto data = detail::resolveData(ws, request, quant::dataSamplesNeeded(*scheme), progress,
-                                        cancel);
-        if (!data)
-            return data.error();
-        if (!data->eval)
+        auto in = schemeAndData(ws, request, progress, cancel);
+        if (!in)
+            return in.error();
+        auto& [scheme, data] = *in;
+        if (!data.eval)
             return Error::usage("sensitivity needs labelled evaluation data (open a data set "
                                 "with labels)");
         Workspace::State& state = ws.state();
         const ir::Graph& graph = ws.model()->graph();
         Progress preparing = subProgress(progress, 0.0, 0.2, "calibrating: ");
-        auto prepared = detail::prepareRun(ws, *data, *scheme, true, preparing, cancel);
+        auto prepared = detail::prepareRun(ws, data, scheme, true, preparing, cancel);
         if (!prepared)
             return prepared.error();
         const c10::Device device = detail::deviceOf(ws);
         if (!state.floatMetric) {
-            auto metric = analysis::evaluateMetric(graph, *data->eval, device, 256, nullptr, {},
+            auto metric = analysis::evaluateMetric(graph, *data.eval, device, 256, nullptr, {},
                                                    Progress::none(), cancel);
             if (!metric)
                 return metric.error();
@@ -409,14 +419,14 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
         analysis::AnalysisOptions options;
         options.device = device;
         Progress sweep = subProgress(progress, 0.2, 1.0, "sensitivity: ");
-        auto rows = analysis::sensitivity(graph, *prepared->model, *data->eval,
-                                          data->eval->inputs, options, *state.floatMetric, sweep,
+        auto rows = analysis::sensitivity(graph, *prepared->model, *data.eval,
+                                          data.eval->inputs, options, *state.floatMetric, sweep,
                                           cancel);
         if (!rows)
             return rows.error();
         Sensitivity out;
         out.report = exporting::sensitivityToJson(*state.floatMetric, *rows);
-        out.report["scheme"] = quant::schemeToJson(*scheme);
+        out.report["scheme"] = quant::schemeToJson(scheme);
         out.report["model"] = {{"path", ws.model()->path()}, {"format", ws.model()->format()}};
         out.rows = std::make_shared<const std::vector<analysis::SensitivityRow>>(
             std::move(rows).value());
@@ -497,14 +507,11 @@ Result<std::shared_ptr<const quant::QuantizedModel>> prepared(Workspace& ws,
                                                               const CancelToken& cancel)
 {
     return guarded(ws, [&]() -> Result<std::shared_ptr<const quant::QuantizedModel>> {
-        auto scheme = detail::schemeOf(request.scheme, request.overrides);
-        if (!scheme)
-            return scheme.error();
-        auto data = detail::resolveData(ws, request, quant::dataSamplesNeeded(*scheme), progress,
-                                        cancel);
-        if (!data)
-            return data.error();
-        auto made = detail::prepareRun(ws, *data, *scheme, true, progress, cancel, &request);
+        auto in = schemeAndData(ws, request, progress, cancel);
+        if (!in)
+            return in.error();
+        auto& [scheme, data] = *in;
+        auto made = detail::prepareRun(ws, data, scheme, true, progress, cancel, &request);
         if (!made)
             return made.error();
         return made->model;
