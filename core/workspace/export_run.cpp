@@ -192,7 +192,11 @@ Result<Exported> exportRun(Workspace& ws, const ExportRequest& request, Progress
         }
         if (cancel.cancelled())
             return Error::cancelled();
-        written->path = request.path;
+        // Paths name the user's file, not the staging one (a folder export names the
+        // model.safetensors inside it).
+        written->path = replaced(written->path, staging, request.path);
+        for (std::string& file : written->folderFiles)
+            file = replaced(file, staging, request.path);
         for (std::string& note : written->notes)
             note = replaced(note, staging, request.path);
         out.file = exporting::exportToJson(*written, out.verified
