@@ -26,7 +26,9 @@ int cmdBench(const Args& args)
     workspace::RunRequest request;
     request.scheme = spec;
     request.calibPath = args.get("--calib");
-    auto timed = workspace::bench(**ws, request, *batch, Progress::none(), CancelToken());
+    // The same preparation as every command: a qat-* scheme trains first (progress on stderr).
+    Progress progress = stderrProgress(quiet);
+    auto timed = workspace::bench(**ws, request, *batch, progress, CancelToken());
     if (!timed)
         return fail(timed.error());
     const analysis::Throughput* t = timed->details.get();

@@ -485,7 +485,8 @@ Result<Bench> bench(Workspace& ws, const RunRequest& request, std::int64_t batch
                     d = batch;
             x = at::rand(shape);
         }
-        Progress preparing = subProgress(progress, 0.0, 0.5, "calibrating: ");
+        Progress preparing =
+            subProgress(progress, 0.0, 0.5, scheme->qat ? "training: " : "calibrating: ");
         auto prepared = detail::prepareRun(ws, data, *scheme, false, preparing, cancel);
         if (!prepared)
             return prepared.error();
