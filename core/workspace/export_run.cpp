@@ -187,7 +187,11 @@ Result<Exported> exportRun(Workspace& ws, const ExportRequest& request, Progress
         Exported out;
         if (request.verify) {
             Progress verifying = subProgress(progress, 0.5, 1.0, "verifying: ");
-            if (auto r = verifyInto(out, staging, request.path, *in, ws, verifying, cancel); !r)
+            // The file as written: for a folder export, the model.safetensors inside it.
+            const std::string file = written->path.empty() ? staging : written->path;
+            if (auto r = verifyInto(out, file, replaced(file, staging, request.path), *in, ws,
+                                    verifying, cancel);
+                !r)
                 return r.error();
         }
         if (cancel.cancelled())
