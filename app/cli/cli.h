@@ -1,23 +1,18 @@
-// Shared pieces of bitlens-cli: argument parsing, model/data loading and the commands, one
-// function per command. main.cpp holds the usage text and the dispatch table; a new command
-// goes in its own cmd_*.cpp with a declaration here and one row in dispatch().
+// Shared pieces of bitlens-cli: argument parsing (cli_args.cpp), output (cli_output.cpp) and
+// one function per command, each in its own cmd_*.cpp and a thin caller of core/workspace.
+// main.cpp holds the usage text and the dispatch table; a new command goes in its own
+// cmd_*.cpp with a declaration here and one row in dispatch().
 #pragma once
 
-#include "analysis/metrics.h"
-#include "analysis/quant_report.h"
-#include "io/dataset.h"
 #include "jobs/progress.h"
 #include "jobs/result.h"
-#include "model/model.h"
-#include "quant/engine.h"
-#include "quant/scheme.h"
+#include "workspace/workspace.h"
 
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,44 +31,43 @@ struct Args {
     }
 };
 
-/// A model argument resolved: the file, and the data its zoo entry brings (if any).
-struct ModelArg {
-    std::string path;
-    std::string calibData;
-    std::string evalData;
-};
-
-/// Everything a quantization command needs, loaded and checked.
-struct QuantInputs {
-    ModelArg modelArg;
-    std::shared_ptr<Model> model;
-    c10::Device device = c10::Device(c10::kCPU);
-    std::optional<io::Dataset> calib;
-    std::optional<io::Dataset> eval;
-    std::string evalPath;
-};
-
+// cli_args.cpp
 Result<Args> parseArgs(int argc, char** argv, int first);
+/// --device cpu|cuda, checked (cuda: a device must be there).
+Result<std::string> parseDevice(const Args& args);
+/// `text` split at commas, empty parts dropped.
+std::vector<std::string> splitComma(const std::string& text);
+/// --schemes split at commas, keeping a scheme's own options together.
+std::vector<std::string> splitSchemes(const std::string& text);
+/// The front of every single-scheme command: one MODEL and a parseable --scheme.
+Result<void> requireScheme(const Args& args, const std::string& usage);
+/// --NAME as a number (`fallback` when absent); Usage error "--NAME needs ..." otherwise.
+Result<std::int64_t> numberFlag(const Args& args, const std::string& flag, std::int64_t fallback,
+                                bool positive);
+/// A MODEL argument resolved (a zoo name is built when missing, saying so unless `quiet`).
+Result<workspace::ModelSource> resolveModelArg(const std::string& arg, bool quiet);
+/// The model of positional[0] in a workspace on the --device (a zoo name is built when
+/// missing, saying so on stderr unless `quiet`).
+Result<std::unique_ptr<workspace::Workspace>> openWorkspace(const Args& args, bool quiet);
+/// The run the flags describe: --scheme, --calib / --eval (else the zoo model's own),
+/// --limit, --seq-len, --tokens. `needEval`: Usage error without evaluation data; without any
+/// data a Usage error says how to give some.
+Result<workspace::RunRequest> runRequest(const Args& args, const workspace::Workspace& ws,
+                                         bool needEval);
+
+// cli_output.cpp
 /// Prints the error ("error: <path>: <reason>") and returns its exit code.
 int fail(const Error& error);
 /// Progress lines on stderr (nothing when quiet).
 Progress stderrProgress(bool quiet);
-Result<ModelArg> resolveModel(const std::string& arg, bool quiet);
-Result<c10::Device> parseDevice(const Args& args);
+/// A shape as JSON: dynamic dimensions as "N".
 nlohmann::json shapeJson(const std::vector<std::int64_t>& shape);
-std::vector<std::string> splitComma(const std::string& text);
-Result<QuantInputs> loadQuantInputs(const Args& args, bool needEval, std::int64_t calibSamples);
-/// The batch layer errors and throughput are measured on: evaluation data, else calibration.
-at::Tensor analysisBatch(const QuantInputs& in);
-/// Prepares and analyzes one scheme; with `keep` set, the quantized model is moved there
-/// (for export).
-Result<analysis::QuantReport> runScheme(const QuantInputs& in, const std::string& spec,
-                                        std::optional<analysis::MetricValue> floatMetric,
-                                        bool quiet, quant::QuantizedModel* keep = nullptr);
+/// SQNR in dB as the tables print it ("exact" for a lossless layer).
 std::string dbText(double db);
-Result<void> writeJson(const std::string& path, const nlohmann::json& j);
-/// The front of every single-scheme command: one MODEL and a parseable --scheme.
-Result<quant::Scheme> requireScheme(const Args& args, const std::string& usage);
+/// One run as `quantize` prints it.
+void printReport(const analysis::QuantReport& report);
+/// The "exported ..." lines of `quantize --out` and `export`.
+void printExported(const workspace::Exported& exported);
 
 int cmdZoo(const Args& args);
 int cmdInfo(const Args& args);
@@ -85,10 +79,10 @@ int cmdSensitivity(const Args& args);
 int cmdBench(const Args& args);
 int cmdTokenize(const Args& args);
 int cmdExport(const Args& args);
-/// `quantize --out FILE` / `export`: writes `model` to `out` (format from `format`, else the
-/// extension), verifies it when --verify is given, and adds report["export"]. Returns the exit
-/// code (0 ok).
-int exportQuantized(const Args& args, const QuantInputs& in, const quant::QuantizedModel& model,
+/// `quantize --out FILE` / `export`: writes the quantized model of `run` to --out (format from
+/// --format, else the extension), verifies it when --verify is given, and adds
+/// report["export"]. Returns the exit code (0 ok).
+int exportQuantized(const Args& args, workspace::Workspace& ws, const workspace::RunRequest& run,
                     nlohmann::json* report);
 int dispatch(int argc, char** argv);
 

@@ -63,7 +63,8 @@ at::Tensor channelAbsMax(const ir::Node& node, const at::Tensor& x)
     return x.abs().amax(dims).to(at::kFloat).to(at::kCPU);
 }
 
-/// Activation qparams computed from the tensor itself (dynamic quantization).
+} // namespace
+
 QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
 {
     if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
@@ -73,6 +74,8 @@ QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
     auto [lo, hi] = blockMinMax(x, Granularity::perTensor());
     return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perTensor());
 }
+
+namespace {
 
 at::Tensor fakeQuantAct(const at::Tensor& x, const QParams& qp)
 {

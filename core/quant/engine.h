@@ -75,6 +75,11 @@ struct QuantizedModel {
     std::optional<QatSummary> qat;              ///< set when the model was trained (QAT)
 };
 
+/// Activation qparams computed from `x` itself (dynamic quantization): per token for 2-D and
+/// 3-D inputs of a per-token config, per tensor otherwise. The simulated hook and the real
+/// kernels both call this one, so their activations quantize alike.
+QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c);
+
 /// Prepares `floatGraph` for `scheme`. `calibInputs` ([N, ...] float) is needed by static
 /// schemes and SmoothQuant; the first scheme.calibSamples samples are used. NaN/Inf reaching a
 /// layer during calibration is BadInput naming the batch and the layer.

@@ -308,19 +308,6 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
     return std::nullopt;
 }
 
-/// Activation qparams from the batch itself. Mirrors engine.cpp's dynamicQParams exactly (the
-/// RealKernel tests compare against the simulated hook, so a drift between the two fails them):
-/// per-token only for 2-D and 3-D inputs, per-tensor otherwise.
-QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
-{
-    if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
-        auto [lo, hi] = blockMinMax(x.reshape({-1, x.size(-1)}), Granularity::perToken());
-        return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perToken());
-    }
-    auto [lo, hi] = blockMinMax(x, Granularity::perTensor());
-    return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perTensor());
-}
-
 /// `t` [rows, cols] zero-padded to [rows', cols'].
 at::Tensor padTo(const at::Tensor& t, std::int64_t rows, std::int64_t cols, double value = 0.0)
 {

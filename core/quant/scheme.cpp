@@ -399,19 +399,12 @@ Result<Scheme> parseJsonFile(const std::string& path)
         for (const auto& [layer, value] : j["overrides"].items()) {
             if (!value.is_string())
                 return Error::badInput(path, "override of '" + layer + "' must be a string");
-            const std::string v = value.get<std::string>();
-            if (v == "float") {
-                scheme->overrides[layer] = std::nullopt;
-                continue;
-            }
-            auto sub = parseInline(v);
-            if (!sub) {
-                Error e = sub.error();
+            if (auto applied = applyOverride(*scheme, layer, value.get<std::string>());
+                !applied) {
+                Error e = applied.error();
                 e.path = path;
-                e.message = "override of '" + layer + "': " + e.message;
                 return e;
             }
-            scheme->overrides[layer] = sub->config;
         }
     }
     return scheme;
@@ -532,6 +525,22 @@ std::int64_t dataSamplesNeeded(const Scheme& scheme)
     if (q.samples == 0)
         return 0;
     return std::max(scheme.calibSamples, q.samples * q.epochs + q.holdout);
+}
+
+Result<void> applyOverride(Scheme& scheme, const std::string& layer, const std::string& value)
+{
+    if (value == "float" || value == "float32") {
+        scheme.overrides[layer] = std::nullopt;
+        return {};
+    }
+    auto sub = parseInline(value);
+    if (!sub) {
+        Error e = sub.error();
+        e.message = "override of '" + layer + "': " + e.message;
+        return e;
+    }
+    scheme.overrides[layer] = sub->config;
+    return {};
 }
 
 Result<Scheme> parseScheme(const std::string& spec)

@@ -131,6 +131,10 @@ nlohmann::json schemeToJson(const Scheme& scheme);
 /// LSTM / GRU whose W and R are both constants.
 bool isQuantizable(const ir::Graph& graph, const ir::Node& node);
 
+/// Applies one per-layer override to `scheme`: "float" or "float32" keeps `layer` in float32,
+/// any other value is a scheme string whose layer configuration `layer` runs with. Usage error
+/// ("override of 'fc1': ...") when the value does not parse.
+Result<void> applyOverride(Scheme& scheme, const std::string& layer, const std::string& value);
 /// The configuration of each quantizable layer (overrides applied); layers missing from the
 /// map run in float.
 struct Plan {

@@ -609,7 +609,8 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
 
 Result<QuantizedModel> prepareScheme(const ir::Graph& floatGraph, const quant::Scheme& scheme,
                                      const io::Dataset* data, Progress& progress,
-                                     const CancelToken& cancel, const QatStepCallback& onStep)
+                                     const CancelToken& cancel, const QatStepCallback& onStep,
+                                     const QuantizedModel* reuse)
 {
     if (scheme.qat) {
         if (!data || data->size() == 0)
@@ -618,7 +619,7 @@ Result<QuantizedModel> prepareScheme(const ir::Graph& floatGraph, const quant::S
         return trainQat(floatGraph, scheme, *data, *scheme.qat, progress, cancel, onStep);
     }
     return quant::prepare(floatGraph, scheme, data ? data->inputs : at::Tensor(), progress,
-                          cancel);
+                          cancel, reuse);
 }
 
 } // namespace bitlens::train

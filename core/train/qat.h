@@ -60,11 +60,13 @@ Result<quant::QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant:
 
 /// The one front commands and the GUI call: trainQat() for schemes with QAT options (`data` is
 /// the training set), quant::prepare() on data->inputs for the rest (`data` may be null for
-/// schemes that need no calibration).
+/// schemes that need no calibration). `reuse` (post-training schemes only) is quant::prepare's:
+/// an earlier model on the same calibration data whose unchanged layers are taken as they are.
 Result<quant::QuantizedModel> prepareScheme(const ir::Graph& floatGraph,
                                             const quant::Scheme& scheme, const io::Dataset* data,
                                             Progress& progress = Progress::none(),
                                             const CancelToken& cancel = CancelToken(),
-                                            const QatStepCallback& onStep = {});
+                                            const QatStepCallback& onStep = {},
+                                            const quant::QuantizedModel* reuse = nullptr);
 
 } // namespace bitlens::train

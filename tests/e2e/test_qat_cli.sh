@@ -31,6 +31,11 @@ for l in d['layers']:
 "
 expect qat-text grep -q "^qat " "$tmp/out"
 
+# bench prepares a qat-* scheme as quantize does: it trains first (the QAT progress on stderr).
+check bench-qat 0 "$cli" bench fashion-cnn --scheme "qat-int8:$sup" --batch 16
+expect bench-qat-trains grep -q "QAT epoch 2/2" "$tmp/err"
+expect bench-qat-text grep -q "^qat-int8:.* on CPU.*, batch 16$" "$tmp/out"
+
 # Label-free distillation and learned scales on the 4-bit preset; compare runs it beside PTQ.
 check compare-qat 0 "$cli" compare fashion-cnn \
   --schemes "static-w4a8,qat-w4a8:$small,lsq=true,distill=true" --limit 1000 --report "$tmp/cmp.json"

@@ -1,0 +1,71 @@
+// bitlens-cli compare: one quantize run per scheme, side by side.
+
+#include "cli.h"
+
+#include "analysis/quant_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace bitlens::cli {
+
+using nlohmann::json;
+
+int cmdCompare(const Args& args)
+{
+    if (args.positional.size() != 1 || !args.has("--schemes"))
+        return fail(Error::usage("usage: bitlens-cli compare MODEL --schemes S1,S2,...|all "
+                                 "[--calib DATA] [--eval DATA] [--report FILE.json]"));
+    // "all": every post-training preset (workspace::compare's default).
+    const std::vector<std::string> specs = args.get("--schemes") == "all"
+                                               ? std::vector<std::string>()
+                                               : splitSchemes(args.get("--schemes"));
+    for (const auto& spec : specs)
+        if (auto r = workspace::checkScheme(spec); !r)
+            return fail(r.error());
+    auto ws = openWorkspace(args, args.has("--quiet") || args.has("--json"));
+    if (!ws)
+        return fail(ws.error());
+    auto request = runRequest(args, **ws, false);
+    if (!request)
+        return fail(request.error());
+    // The table grows a row as each run ends; the float row comes with the first.
+    bool first = true;
+    const auto printRow = [&first](const workspace::Run& run) {
+        const analysis::QuantReport& report = *run.details;
+        const auto& floatMetric = report.metricFloat;
+        if (first) {
+            std::printf("%-40s %8s %8s %8s %9s %10s %7s\n", "scheme", "metric", "drop", "size",
+                        "min SQNR", "samples/s", "time s");
+            if (floatMetric)
+                std::printf("%-40s %8.4f %8s %8s %9s %10s %7s\n", "float32", floatMetric->value,
+                            "", "1.000", "", "", "");
+            first = false;
+        }
+        double minSqnr = std::numeric_limits<double>::infinity();
+        for (const auto& l : report.layers)
+            minSqnr = std::min(minSqnr, l.accumulated.sqnrDb);
+        const double q = report.metricQuantized ? report.metricQuantized->value : NAN;
+        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %10.0f %7.1f\n",
+                    report.schemeSpec.substr(0, 40).c_str(), q,
+                    !floatMetric                          ? NAN
+                    : floatMetric->name == "perplexity" ? 100.0 * (q / floatMetric->value - 1.0)
+                                                        : 100.0 * (q - floatMetric->value),
+                    static_cast<double>(report.sizeQuantized) /
+                        static_cast<double>(report.sizeFloat),
+                    dbText(minSqnr).c_str(), report.throughput.quantizedSamplesPerS,
+                    report.seconds);
+        std::fflush(stdout);
+    };
+    auto runs = workspace::compare(**ws, *request, specs, Progress::none(), CancelToken(), printRow);
+    if (!runs)
+        return fail(runs.error());
+    if (args.has("--report"))
+        if (auto r = workspace::writeJsonFile(args.get("--report"), *runs); !r)
+            return fail(r.error());
+    return 0;
+}
+
+} // namespace bitlens::cli

@@ -1,0 +1,42 @@
+// bitlens-cli sensitivity: quantize each layer alone and rank the layers by metric drop.
+
+#include "cli.h"
+
+#include "analysis/metrics.h"
+#include "analysis/quant_report.h"
+
+#include <cstdio>
+
+namespace bitlens::cli {
+
+int cmdSensitivity(const Args& args)
+{
+    if (auto r = requireScheme(args, "sensitivity MODEL --scheme SCHEME [--calib DATA] "
+                                     "[--eval DATA] [--report FILE.json]");
+        !r)
+        return fail(r.error());
+    const std::string spec = args.get("--scheme");
+    auto ws = openWorkspace(args, args.has("--quiet") || args.has("--json"));
+    if (!ws)
+        return fail(ws.error());
+    auto request = runRequest(args, **ws, true);
+    if (!request)
+        return fail(request.error());
+    Progress progress = stderrProgress(args.has("--quiet"));
+    auto sweep = workspace::sensitivity(**ws, *request, progress, CancelToken());
+    if (!sweep)
+        return fail(sweep.error());
+    const analysis::MetricValue& floatMetric = *sweep->floatMetric;
+    std::printf("%s = %.4f in float; each layer quantized alone with %s:\n\n",
+                floatMetric.name.c_str(), floatMetric.value, spec.c_str());
+    std::printf("%-20s %8s %14s %9s\n", "layer", "metric", "change (points)", "SQNR dB");
+    for (const auto& row : *sweep->rows)
+        std::printf("%-20s %8.4f %+14.2f %9s\n", row.layer.c_str(), row.metric, -100.0 * row.drop,
+                    dbText(row.sqnrDb).c_str());
+    if (args.has("--report"))
+        if (auto r = workspace::writeJsonFile(args.get("--report"), sweep->report); !r)
+            return fail(r.error());
+    return 0;
+}
+
+} // namespace bitlens::cli
