@@ -64,6 +64,14 @@ if(BITLENS_TORCH_CUDA)
   target_compile_definitions(bitlens_torch INTERFACE BITLENS_TORCH_CUDA=1)
 endif()
 target_compile_definitions(bitlens_torch INTERFACE BITLENS_TORCH_VERSION="${BITLENS_TORCH_VERSION}")
+# LibTorch's own OpenMP runtime (the wheel ships libgomp.so.1 beside libtorch_cpu), for the
+# kernels compiled with -fopenmp (core/CMakeLists.txt): linking it, not the system's, keeps one
+# runtime in the process.
+set(BITLENS_TORCH_GOMP "")
+if(EXISTS ${_tlib}/libgomp.so.1)
+  set(BITLENS_TORCH_GOMP ${_tlib}/libgomp.so.1)
+  list(APPEND _torch_libs ${BITLENS_TORCH_GOMP})
+endif()
 target_link_libraries(bitlens_torch INTERFACE
   "-Wl,--no-as-needed" ${_torch_libs} "-Wl,--as-needed" pthread dl)
 # No -Wl,-rpath of our own: CMake puts ${_tlib} in the build tree's RPATH (the libraries are

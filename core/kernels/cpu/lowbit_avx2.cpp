@@ -853,6 +853,9 @@ BITLENS_AVX2 void float16RowsAvx2(const float* x, std::int64_t ldx, const Float1
             acc0[r] = acc1[r] = _mm256_setzero_ps();
         std::int64_t k = 0;
         for (; k + 16 <= w.k; k += 16) {
+            // This VM's hardware prefetchers leave a lone weight stream at ~2 GB/s (see the
+            // 4-bit GEMV, bench/RESULTS.md); fetching 1 KiB ahead keeps it at memory speed.
+            _mm_prefetch(reinterpret_cast<const char*>(wr + k) + 1024, _MM_HINT_T0);
             const __m256 w0 = widen8<Kind>(wr + k);
             const __m256 w1 = widen8<Kind>(wr + k + 8);
 #pragma GCC unroll 4
