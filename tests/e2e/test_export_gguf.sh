@@ -21,47 +21,8 @@ if ! "$py" -c "import gguf, safetensors" 2> /dev/null; then
   exit 1
 fi
 
-mkdir -p "$tmp/hf"
-cp "$data/text/bpe_smollm.json" "$tmp/hf/tokenizer.json"
-"$py" - "$tmp" <<'PY'
-import json, sys
-import numpy as np
-from safetensors.numpy import save_file
-d = sys.argv[1]
-vocab = len(json.load(open(d + "/hf/tokenizer.json"))["model"]["vocab"])
-hidden, inter, heads, kv = 256, 512, 4, 2
-hd = hidden // heads
-cfg = dict(model_type="llama", hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
-           num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
-           max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0,
-           tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, hidden_act="silu")
-json.dump(cfg, open(d + "/hf/config.json", "w"))
-rng = np.random.default_rng(0)
-r = lambda *s, k=0.05: (rng.standard_normal(s) * k).astype(np.float32)
-w = {"model.embed_tokens.weight": r(vocab, hidden, k=0.5),
-     "model.norm.weight": 1 + r(hidden, k=0.1)}
-for i in range(2):
-    l = f"model.layers.{i}."
-    w[l + "input_layernorm.weight"] = 1 + r(hidden, k=0.1)
-    w[l + "post_attention_layernorm.weight"] = 1 + r(hidden, k=0.1)
-    w[l + "self_attn.q_proj.weight"] = r(heads * hd, hidden)
-    w[l + "self_attn.k_proj.weight"] = r(kv * hd, hidden)
-    w[l + "self_attn.v_proj.weight"] = r(kv * hd, hidden)
-    w[l + "self_attn.o_proj.weight"] = r(hidden, heads * hd)
-    w[l + "mlp.gate_proj.weight"] = r(inter, hidden)
-    w[l + "mlp.up_proj.weight"] = r(inter, hidden)
-    w[l + "mlp.down_proj.weight"] = r(hidden, inter)
-save_file(w, d + "/hf/model.safetensors")
-text = ("In the beginning the model read a few plain words, and then some more words about "
-        "the weather, the sea and the hills. ") * 40
-open(d + "/text.txt", "w").write(text)
-# Every layer float: re-exporting a GGUF with this writes BitLens' reader's values as F32.
-layers = ["lm_head"] + [f"layer.{i}.{m}" for i in range(2) for m in
-          ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.o_proj", "mlp.gate_proj",
-           "mlp.up_proj", "mlp.down_proj")]
-json.dump({"preset": "gguf-q8_0", "overrides": {n: "float" for n in layers}},
-          open(d + "/allfloat.json", "w"))
-PY
+# The tiny random llama (make_tiny_llama.py: hf/, text.txt, allfloat.json).
+"$py" "$(dirname "${BASH_SOURCE[0]}")/make_tiny_llama.py" "$tmp" "$data/text/bpe_smollm.json"
 
 for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-f16; do
   out="$tmp/$scheme.gguf"

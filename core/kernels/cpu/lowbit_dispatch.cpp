@@ -74,7 +74,10 @@ void int8GemmF32(const Int8Activations& x, const Int8PackedWeight& w,
     }
 }
 
-KernelRow nibble4GemmKernel()
+namespace {
+
+/// The row of an operation with AVX-512 (F/BW/VL/DQ) and AVX2 + FMA + F16C kernels.
+KernelRow avx512OrAvx2Row()
 {
     const CpuFeatures f = cpuFeatures();
     if (f.avx512)
@@ -83,6 +86,10 @@ KernelRow nibble4GemmKernel()
         return {IsaLevel::Avx2, "avx2"};
     return {IsaLevel::Scalar, "scalar"};
 }
+
+} // namespace
+
+KernelRow nibble4GemmKernel() { return avx512OrAvx2Row(); }
 
 void nibble4Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Nibble4PackedWeight& w,
                  float* y)
@@ -121,15 +128,7 @@ void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
 
 namespace bitlens::kernels {
 
-KernelRow float16GemmKernel()
-{
-    const CpuFeatures f = cpuFeatures();
-    if (f.avx512)
-        return {IsaLevel::Avx512, "avx512"};
-    if (f.avx2)
-        return {IsaLevel::Avx2, "avx2"};
-    return {IsaLevel::Scalar, "scalar"};
-}
+KernelRow float16GemmKernel() { return avx512OrAvx2Row(); }
 
 void float16Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
                  const float* bias, float* y)
