@@ -4,12 +4,14 @@ sees exactly the windows BitLens evaluates.
 
   llamacpp_check.py version
       prints the llama-cpp-python version (exit 3 when it is not installed)
-  llamacpp_check.py logits GGUF IDS.npy OUT.npy
+  llamacpp_check.py logits GGUF IDS.npy OUT.npy [--kv-f32]
       IDS [T] or [1, T] int; writes llama.cpp's logits [T, vocab] float32
-  llamacpp_check.py perplexity GGUF WINDOWS.npy
+  llamacpp_check.py perplexity GGUF WINDOWS.npy [--kv-f32]
       WINDOWS [N, S] int: each window evaluated from an empty cache; token t + 1 scored given
       tokens 0..t, as BitLens's perplexity does (analysis/lm_metrics.cpp). Prints JSON
       {"perplexity", "tokens", "windows", "version"}.
+--kv-f32 keeps the K / V cache in float32 (llama.cpp's default is F16, which rounds K and V):
+the exactness checks of an all-float export use it.
 """
 import json
 import sys
@@ -20,9 +22,12 @@ import numpy as np
 def load(path, n_ctx):
     import llama_cpp
 
+    kv = {}
+    if "--kv-f32" in sys.argv:
+        kv = dict(type_k=0, type_v=0)  # GGML_TYPE_F32
     return llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
                            logits_all=True, verbose=False, n_threads=2, n_threads_batch=2,
-                           seed=0)
+                           seed=0, **kv)
 
 
 def window_logits(llm, ids):
