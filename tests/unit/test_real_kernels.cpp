@@ -759,6 +759,21 @@ TEST_P(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
     }
 }
 
+namespace {
+
+/// `spec` on a one-Linear graph gets no real kernel on the CPU at the level in force.
+void expectSimulatedOnCpu(const char* spec, std::uint64_t seed)
+{
+    const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed);
+    const auto model = prepared(graph, spec, at::Tensor());
+    EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"), model.layers.at("layer"),
+                                   kCpu),
+              std::nullopt)
+        << spec;
+}
+
+} // namespace
+
 TEST_P(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
 {
     std::uint64_t seed = 900;
@@ -766,12 +781,7 @@ TEST_P(OwnKernel4Bit, WeightOnlySchemesMatchTheSimulatedOutputToFloatRounding)
     for (const char* spec : {"w4-nf4", "w4-nf4:group=128", "w4-fp4"}) {
         if (prefix.empty()) {
             // No vector row at this level: NF4 / FP4 stay simulated, and the engine says so.
-            const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed++);
-            const auto model = prepared(graph, spec, at::Tensor());
-            EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"),
-                                           model.layers.at("layer"), kCpu),
-                      std::nullopt)
-                << spec;
+            expectSimulatedOnCpu(spec, seed++);
             continue;
         }
         forEachCase(spec, kLinearOps, seed++, prefix, expectFloatRounding,
@@ -869,12 +879,7 @@ TEST_P(OwnKernel4Bit, SixteenBitWeightsRunOnTheFloat16GemmToFloatRounding)
                                      {"w4-int4:weight=fp16,per=channel", "fp16"}}) {
         if (row.isReference()) {
             // The scalar twin is never picked for speed: the layer stays simulated.
-            const ir::Graph graph = oneLayer(Op::Linear, 64, 24, seed++);
-            const auto model = prepared(graph, spec, at::Tensor());
-            EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"),
-                                           model.layers.at("layer"), kCpu),
-                      std::nullopt)
-                << spec;
+            expectSimulatedOnCpu(spec, seed++);
             continue;
         }
         const std::string kernel = std::string("bitlens ") + row.name + " " + type +
