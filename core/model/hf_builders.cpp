@@ -1,5 +1,7 @@
 #include "model/hf_builders.h"
 
+#include "exec/op_support.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
@@ -22,15 +24,7 @@ struct BuildError {
     Error error;
 };
 
-std::string shapeText(at::IntArrayRef sizes)
-{
-    std::ostringstream out;
-    out << '[';
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-        out << (i ? ", " : "") << sizes[i];
-    out << ']';
-    return out.str();
-}
+using exec::detail::shapeText;  // "[2, 3, 28, 28]", as the executor's errors write shapes
 
 /// Reads hyper-parameters from a JSON object with errors naming the key.
 class Params {
