@@ -74,18 +74,21 @@ bool ownRow(benchmark::State& state, const KernelRow& row)
     return true;
 }
 
-const Int8Layer& int8Layer(std::int64_t m, std::int64_t k, std::int64_t n)
+/// The layer's weights on 8 bits ([-127, 127]) or, `reduced`, on 7 ([-64, 64]: the
+/// reduce-range option, which the AVX2 row runs with vpmaddubsw).
+const Int8Layer& int8Layer(std::int64_t m, std::int64_t k, std::int64_t n, bool reduced = false)
 {
-    static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, Int8Layer> cache;
-    auto it = cache.find({m, k, n});
+    static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, Int8Layer> cache;
+    auto it = cache.find({m, k, n, reduced});
     if (it != cache.end())
         return it->second;
     Int8Layer l;
     l.x = at::randn({m, k}, gen(1));
     l.wFloat = at::randn({n, k}, gen(2)) / std::sqrt(static_cast<double>(k));
     l.bias = at::randn({n}, gen(3));
-    l.wScale = (l.wFloat.abs().amax(1) / 127.0).contiguous();
-    l.wCodes = at::round(l.wFloat / l.wScale.unsqueeze(1)).clamp(-127, 127).to(at::kChar).contiguous();
+    const double qmax = reduced ? 64.0 : 127.0;
+    l.wScale = (l.wFloat.abs().amax(1) / qmax).contiguous();
+    l.wCodes = at::round(l.wFloat / l.wScale.unsqueeze(1)).clamp(-qmax, qmax).to(at::kChar).contiguous();
     l.packed = std::make_shared<Int8PackedWeight>(
         packInt8Weight(l.wCodes.data_ptr<std::int8_t>(), n, k, k));
     const float lo = std::min(0.0f, l.x.min().item<float>());
@@ -93,7 +96,7 @@ const Int8Layer& int8Layer(std::int64_t m, std::int64_t k, std::int64_t n)
     l.xScale = (hi - lo) / 255.0f;
     l.xZero = static_cast<std::int32_t>(std::nearbyint(-lo / l.xScale));
     l.xCodesS8 = at::round(l.x / l.xScale).clamp(-128, 127).to(at::kChar).contiguous();
-    return cache.emplace(std::make_tuple(m, k, n), std::move(l)).first->second;
+    return cache.emplace(std::make_tuple(m, k, n, reduced), std::move(l)).first->second;
 }
 
 void setOps(benchmark::State& state, std::int64_t m, std::int64_t k, std::int64_t n)
@@ -115,13 +118,13 @@ void BM_LinearFloat(benchmark::State& state)
 
 /// BitLens int8 Linear from float input: quantize (static scale, or per-tensor min/max of the
 /// batch when `dynamic`), the int8 GEMM row in force, fused dequantization and bias.
-void BM_LinearInt8Bitlens(benchmark::State& state, bool dynamic)
+void BM_LinearInt8Bitlens(benchmark::State& state, bool dynamic, bool reduced)
 {
     if (!ownRow(state, int8GemmKernel()))
         return;
     c10::InferenceMode guard;
     const auto [m, k, n] = std::make_tuple(state.range(0), state.range(1), state.range(2));
-    const Int8Layer& l = int8Layer(m, k, n);
+    const Int8Layer& l = int8Layer(m, k, n, reduced);
     const Int8PackedWeight& w = *l.packed;
     at::Tensor u = at::empty({m, w.kPadded}, at::kByte);
     at::Tensor y = at::empty({m, n});
@@ -144,8 +147,11 @@ void BM_LinearInt8Bitlens(benchmark::State& state, bool dynamic)
         benchmark::DoNotOptimize(y.data_ptr());
     }
     setOps(state, m, k, n);
+    const bool maddubs = int8GemmKernel().level == IsaLevel::Avx2 && int8UsesMaddubs(w);
     state.SetLabel(std::string("bitlens ") + int8GemmKernel().name +
-                   (dynamic ? ", dynamic uint8 acts" : ", static uint8 acts"));
+                   (maddubs ? " vpmaddubsw" : "") +
+                   (dynamic ? ", dynamic uint8 acts" : ", static uint8 acts") +
+                   (reduced ? ", 7-bit weights" : ""));
 }
 
 /// The GEMM alone on ready codes: BitLens's (with its fused float epilogue) and LibTorch's
@@ -199,8 +205,10 @@ void int8Shapes(benchmark::internal::Benchmark* b)
 }
 
 BENCHMARK(BM_LinearFloat)->Apply(int8Shapes);
-BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, static, false)->Apply(int8Shapes);
-BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, dynamic, true)->Apply(int8Shapes);
+BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, static, false, false)->Apply(int8Shapes);
+BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, dynamic, true, false)->Apply(int8Shapes);
+BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, static_7bit, false, true)->Apply(int8Shapes);
+BENCHMARK_CAPTURE(BM_LinearInt8Bitlens, dynamic_7bit, true, true)->Apply(int8Shapes);
 BENCHMARK(BM_Int8GemmBitlens)->Apply(int8Shapes);
 BENCHMARK(BM_Int8GemmTorch)->Apply(int8Shapes);
 

@@ -119,6 +119,75 @@ TEST_P(Int8GemmAtIsa, EqualsTheReferenceExactlyAndTheEpilogueToARounding)
     }
 }
 
+TEST(Int8PackedWeight, RecordsTheLargestCodeMagnitude)
+{
+    // The AVX2 row's choice of tile rests on it: 64 is the last code vpmaddubsw is exact for.
+    for (std::int8_t extreme : {std::int8_t{64}, std::int8_t{-64}, std::int8_t{65},
+                                std::int8_t{-65}, std::int8_t{-128}, std::int8_t{0}}) {
+        at::Tensor w = at::randint(-20, 21, {5, 9}, seeded(3), at::kChar);
+        w[4][8] = extreme;
+        const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), 5, 9, 9);
+        EXPECT_EQ(p.maxAbsCode, std::max<std::int32_t>(20, std::abs(int{extreme})));
+        EXPECT_EQ(int8UsesMaddubs(p), std::abs(int{extreme}) <= 64);
+    }
+    EXPECT_FALSE(int8UsesMaddubs(Int8PackedWeight{}));  // unpacked: the safe path
+}
+
+TEST_P(Int8GemmAtIsa, SevenBitWeightsEqualTheReference)
+{
+    // Weights in [-64, 64] (reduce-range) run the vpmaddubsw tile on the AVX2 row.
+    SCOPED_TRACE(std::string("int8 GEMM row ") + int8GemmKernel().name);
+    std::mt19937 rng(11);
+    std::uint64_t seed = 500;
+    for (std::int64_t m : kSizes) {
+        for (std::int64_t k : {1, 4, 9, 16, 17, 64, 65, 131}) {
+            const std::int64_t n = kSizes[rng() % kSizes.size()];
+            SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                         std::to_string(n));
+            const at::Tensor w = at::randint(-64, 65, {n, k}, seeded(seed++), at::kChar);
+            const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), n, k, k);
+            ASSERT_TRUE(int8UsesMaddubs(p));
+            const at::Tensor u = randomCodes(m, p.kPadded, seed++);
+            const at::Tensor zx = at::randint(0, 256, {m}, seeded(seed++), at::kInt);
+            const Int8Activations x{u.data_ptr<std::uint8_t>(), m, p.kPadded,
+                                    zx.data_ptr<std::int32_t>(), true};
+            at::Tensor got = at::empty({m, n}, at::kInt);
+            at::Tensor want = at::empty({m, n}, at::kInt);
+            int8Gemm(x, p, got.data_ptr<std::int32_t>());
+            int8GemmRef(x, p, want.data_ptr<std::int32_t>());
+            ASSERT_TRUE(at::equal(got, want));
+            ASSERT_TRUE(at::equal(want.to(at::kLong), int8Expected(u, k, zx.to(at::kLong), w)));
+            const at::Tensor xs = at::rand({m}, seeded(seed++)) * 0.1 + 0.01;
+            const at::Tensor ws = at::rand({n}, seeded(seed++)) * 0.1 + 0.01;
+            const Int8Epilogue e{xs.data_ptr<float>(), true, ws.data_ptr<float>(), nullptr};
+            at::Tensor yGot = at::empty({m, n});
+            at::Tensor yWant = at::empty({m, n});
+            int8GemmF32(x, p, e, yGot.data_ptr<float>());
+            int8GemmRefF32(x, p, e, yWant.data_ptr<float>());
+            ASSERT_TRUE(at::allclose(yGot, yWant, 1e-6, 1e-6));
+        }
+    }
+}
+
+TEST_P(Int8GemmAtIsa, SevenBitExtremesDoNotSaturate)
+{
+    // The worst pairs for vpmaddubsw: 2 * 255 * 64 = 32640 and 2 * 255 * -64 = -32640, one
+    // step from int16's limits; a 65 would clamp (2 * 255 * 65 = 33150), so it must not take
+    // this tile (checked by the test above through maxAbsCode).
+    SCOPED_TRACE(std::string("int8 GEMM row ") + int8GemmKernel().name);
+    for (std::int8_t v : {std::int8_t{64}, std::int8_t{-64}}) {
+        const std::int64_t k = 4096, m = 5, n = 19;
+        const at::Tensor w = at::full({n, k}, v, at::kChar);
+        const Int8PackedWeight p = packInt8Weight(w.data_ptr<std::int8_t>(), n, k, k);
+        const at::Tensor u = at::full({m, p.kPadded}, 255, at::kByte);
+        const std::int32_t zx = 0;
+        at::Tensor got = at::empty({m, n}, at::kInt);
+        int8Gemm({u.data_ptr<std::uint8_t>(), m, p.kPadded, &zx, false}, p,
+                 got.data_ptr<std::int32_t>());
+        EXPECT_TRUE(at::equal(got, at::full({m, n}, 255 * int{v} * k, at::kInt)));
+    }
+}
+
 TEST_P(Int8GemmAtIsa, ExtremeCodesAtTheLargestKStayExact)
 {
     SCOPED_TRACE(std::string("int8 GEMM row ") + int8GemmKernel().name);

@@ -15,6 +15,15 @@
 // Worked example, channel 0 with w = [2, -1, 5, 0], u = [200, 3, 1, 9]: lanes 200 * 2 + 3 * -1
 // = 397 and 1 * 5 + 9 * 0 = 5, hadd 402. The zero point is taken off at the end as on AVX-512:
 // acc = sum u * w - zx * colSum (two's complement, exact).
+//
+// Weights on 7 bits (|w| <= 64, the `reduce-range` option, what onnxruntime's reduce_range and
+// PyTorch's fbgemm rely on for the same reason) make vpmaddubsw exact: a pair is at most
+// 2 * 255 * 64 = 32640 <= 32767. Then the bytes go in unwidened, 32 multiply-adds per
+// vpmaddubsw, a vpmaddwd with ones takes the int16 pairs to int32, and vpaddd accumulates:
+// 3 uops per 32 MACs (2 on the multiply ports) against the widened scheme's 4 per 32, and no
+// vpmovsxbw per tile. Same packed layout and result as the VNNI tile; the packer records the
+// largest |code| (Int8PackedWeight::maxAbsCode) and the driver picks the tile from it, so the
+// choice can never change a result.
 
 #include "kernels/lowbit.h"
 
@@ -91,6 +100,10 @@ BITLENS_AVX2 void storeBytes8(std::uint8_t* p, __m256i q)
 constexpr int kAvx2Rows = 4;
 /// Rows per AVX-VNNI micro-tile: 6 rows x 2 vectors (16 channels) + 2 weights + 1 broadcast.
 constexpr int kVnniRows = 6;
+/// Rows per vpmaddubsw micro-tile: 4 rows x 2 accumulators + 2 weights + ones + broadcast +
+/// the products in flight (5 rows fit too and measured the same within noise; 4 divides
+/// kRowsPerTask).
+constexpr int kMaddubsRows = 4;
 /// Rows a task covers, so that two threads split large M as well as N.
 constexpr std::int64_t kRowsPerTask = 48;
 
@@ -167,39 +180,100 @@ using Int8TileAvx2Fn = void (*)(const Int8Activations&, const Int8PackedWeight&,
 constexpr std::array<Int8TileAvx2Fn, kAvx2Rows> kInt8TilesAvx2 = {
     &int8TileAvx2<1>, &int8TileAvx2<2>, &int8TileAvx2<3>, &int8TileAvx2<4>};
 
+/// One row r of a 16-channel tile: broadcast its 4 codes at k4 and add their products with
+/// b0 / b1 into the row's two named accumulators (STEP is the per-ISA dot product). The tiles
+/// name their accumulators instead of using arrays: with arrays GCC 12 copied each
+/// accumulator every iteration (10 vmovdqa per 24 multiply uops in the 4-row vpmaddubsw tile,
+/// 25 in the 6-row VNNI one) and spilled some.
+#define BITLENS_INT8_ROW(r, lo, hi, STEP)                                                        \
+    if constexpr (MR > (r)) {                                                                    \
+        std::int32_t four;                                                                       \
+        std::memcpy(&four, x0 + (r) * ldx + 4 * k4, 4);                                          \
+        const __m256i a = _mm256_set1_epi32(four);                                               \
+        lo = STEP(lo, a, b0);                                                                    \
+        hi = STEP(hi, a, b1);                                                                    \
+    }
+
 /// AVX-VNNI micro-tile: rows [m0, m0 + MR) of the u8 codes, channels [n, n + 16) at `group`.
+BITLENS_AVXVNNI inline __m256i dpbusdStep(__m256i acc, __m256i a, __m256i b)
+{
+    return _mm256_dpbusd_avx_epi32(acc, a, b);
+}
+
 template <int MR>
 BITLENS_AVXVNNI void int8TileVnni(const Int8Activations& x, const Int8PackedWeight& w,
                                   const std::int8_t* group, std::int64_t width, std::int64_t m0,
                                   std::int64_t n, const Int8Out& out)
 {
-    __m256i acc0[MR], acc1[MR];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-        acc0[r] = acc1[r] = _mm256_setzero_si256();
-    const std::uint8_t* xr = x.codes + m0 * x.ldx;
+    static_assert(MR >= 1 && MR <= 6);
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const std::int64_t ldx = x.ldx;
+    const std::uint8_t* x0 = x.codes + m0 * ldx;
     const std::int64_t k4Count = w.kPadded / 4;
     const std::int64_t stride = width * 4;
-    for (std::int64_t k4 = 0; k4 < k4Count; ++k4) {
+    const std::int8_t* wp = group;
+    for (std::int64_t k4 = 0; k4 < k4Count; ++k4, wp += stride) {
         // One 32-byte load per 8 channels: 4 consecutive k of each (the AVX-512 layout).
-        const std::int8_t* wp = group + k4 * stride;
         const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp));
         const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-            std::int32_t four;
-            std::memcpy(&four, xr + r * x.ldx + 4 * k4, 4);
-            const __m256i a = _mm256_set1_epi32(four);
-            acc0[r] = _mm256_dpbusd_avx_epi32(acc0[r], a, b0);
-            acc1[r] = _mm256_dpbusd_avx_epi32(acc1[r], a, b1);
-        }
+        BITLENS_INT8_ROW(0, c00, c01, dpbusdStep)
+        BITLENS_INT8_ROW(1, c10, c11, dpbusdStep)
+        BITLENS_INT8_ROW(2, c20, c21, dpbusdStep)
+        BITLENS_INT8_ROW(3, c30, c31, dpbusdStep)
+        BITLENS_INT8_ROW(4, c40, c41, dpbusdStep)
+        BITLENS_INT8_ROW(5, c50, c51, dpbusdStep)
     }
+    const __m256i lo[6] = {c00, c10, c20, c30, c40, c50};
+    const __m256i hi[6] = {c01, c11, c21, c31, c41, c51};
     for (int r = 0; r < MR; ++r) {
-        int8Finish(x, w, m0 + r, n, acc0[r], out);
+        int8Finish(x, w, m0 + r, n, lo[r], out);
         if (n + 8 < w.n)
-            int8Finish(x, w, m0 + r, n + 8, acc1[r], out);
+            int8Finish(x, w, m0 + r, n + 8, hi[r], out);
     }
 }
+
+/// u * w for the 4 k of one broadcast activation word `a` against 8 channels `b`, added to
+/// `acc`: vpmaddubsw (int16 pairs, exact for |w| <= 64), vpmaddwd with ones, vpaddd.
+BITLENS_AVX2 inline __m256i maddubsStep(__m256i acc, __m256i a, __m256i b)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b),
+                                                   _mm256_set1_epi16(1)));
+}
+
+/// AVX2 micro-tile for 7-bit weights (int8UsesMaddubs): rows [m0, m0 + MR) of the u8 codes,
+/// channels [n, n + 16) at `group`, the VNNI tile's layout and order.
+template <int MR>
+BITLENS_AVX2 void int8TileMaddubs(const Int8Activations& x, const Int8PackedWeight& w,
+                                  const std::int8_t* group, std::int64_t width, std::int64_t m0,
+                                  std::int64_t n, const Int8Out& out)
+{
+    static_assert(MR >= 1 && MR <= 4);
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00;
+    const std::int64_t ldx = x.ldx;
+    const std::uint8_t* x0 = x.codes + m0 * ldx;
+    const std::int64_t k4Count = w.kPadded / 4;
+    const std::int64_t stride = width * 4;
+    const std::int8_t* wp = group;
+    for (std::int64_t k4 = 0; k4 < k4Count; ++k4, wp += stride) {
+        const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp));
+        const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
+        BITLENS_INT8_ROW(0, c00, c01, maddubsStep)
+        BITLENS_INT8_ROW(1, c10, c11, maddubsStep)
+        BITLENS_INT8_ROW(2, c20, c21, maddubsStep)
+        BITLENS_INT8_ROW(3, c30, c31, maddubsStep)
+    }
+    const __m256i lo[4] = {c00, c10, c20, c30};
+    const __m256i hi[4] = {c01, c11, c21, c31};
+    for (int r = 0; r < MR; ++r) {
+        int8Finish(x, w, m0 + r, n, lo[r], out);
+        if (n + 8 < w.n)
+            int8Finish(x, w, m0 + r, n + 8, hi[r], out);
+    }
+}
+
+#undef BITLENS_INT8_ROW
 
 using Int8TileVnniFn = void (*)(const Int8Activations&, const Int8PackedWeight&,
                                 const std::int8_t*, std::int64_t, std::int64_t, std::int64_t,
@@ -207,6 +281,8 @@ using Int8TileVnniFn = void (*)(const Int8Activations&, const Int8PackedWeight&,
 constexpr std::array<Int8TileVnniFn, kVnniRows> kInt8TilesVnni = {
     &int8TileVnni<1>, &int8TileVnni<2>, &int8TileVnni<3>,
     &int8TileVnni<4>, &int8TileVnni<5>, &int8TileVnni<6>};
+constexpr std::array<Int8TileVnniFn, kMaddubsRows> kInt8TilesMaddubs = {
+    &int8TileMaddubs<1>, &int8TileMaddubs<2>, &int8TileMaddubs<3>, &int8TileMaddubs<4>};
 
 /// Rows [begin, end) of the codes widened to int16 (kPadded per row).
 BITLENS_AVX2 void widenCodes(const Int8Activations& x, std::int64_t kPadded, std::int64_t begin,
@@ -237,8 +313,10 @@ void int8GemmDriver(const Int8Activations& x, const Int8PackedWeight& w, const I
                                     ": activation rows shorter than the packed K");
     if (x.m == 0 || w.n == 0)
         return;
+    // 7-bit weights take the vpmaddubsw tile (exact for them), the others the widening one.
+    const bool maddubs = !vnni && int8UsesMaddubs(w);
     AlignedArray<std::int16_t> x16;
-    if (!vnni) {
+    if (!vnni && !maddubs) {
         x16 = AlignedArray<std::int16_t>(static_cast<std::size_t>(x.m * w.kPadded));
         at::parallel_for(0, x.m, 16, [&](std::int64_t begin, std::int64_t end) {
             widenCodes(x, w.kPadded, begin, end, x16.data());
@@ -247,8 +325,8 @@ void int8GemmDriver(const Int8Activations& x, const Int8PackedWeight& w, const I
     const std::int64_t nPadded = (w.n + 15) / 16 * 16;
     const std::int64_t panels = (nPadded + kInt8PanelWidth - 1) / kInt8PanelWidth;
     const std::int64_t rowTasks = (x.m + kRowsPerTask - 1) / kRowsPerTask;
-    const int tileRows = vnni ? kVnniRows : kAvx2Rows;
-    const std::int64_t channelsPerTile = vnni ? 16 : 8;
+    const int tileRows = vnni ? kVnniRows : maddubs ? kMaddubsRows : kAvx2Rows;
+    const std::int64_t channelsPerTile = vnni || maddubs ? 16 : 8;
     at::parallel_for(0, panels * rowTasks, 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t t = begin; t < end; ++t) {
             const std::int64_t n0 = (t / rowTasks) * kInt8PanelWidth;
@@ -262,6 +340,8 @@ void int8GemmDriver(const Int8Activations& x, const Int8PackedWeight& w, const I
                     const std::int8_t* group = panelData + 4 * c;
                     if (vnni)
                         kInt8TilesVnni[rows - 1](x, w, group, width, m0, n0 + c, out);
+                    else if (maddubs)
+                        kInt8TilesMaddubs[rows - 1](x, w, group, width, m0, n0 + c, out);
                     else
                         kInt8TilesAvx2[rows - 1](x, w, x16.data(), group, width, m0, n0 + c, out);
                 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -72,12 +73,14 @@ Int8PackedWeight packInt8Weight(const std::int8_t* w, std::int64_t n, std::int64
     p.kPadded = roundUp(k, 4);
     p.data = AlignedArray<std::int8_t>(static_cast<std::size_t>(roundUp(n, 16) * p.kPadded));
     p.colSum = AlignedArray<std::int32_t>(static_cast<std::size_t>(n));
+    p.maxAbsCode = 0;
     for (std::int64_t i = 0; i < n; ++i) {
         std::int32_t sum = 0;
         for (std::int64_t j = 0; j < k; ++j) {
             const std::int8_t v = w[i * ldw + j];
             p.data[int8PackedIndex(p, i, j)] = v;
             sum += v;
+            p.maxAbsCode = std::max(p.maxAbsCode, std::abs(static_cast<std::int32_t>(v)));
         }
         p.colSum[static_cast<std::size_t>(i)] = sum;
     }
