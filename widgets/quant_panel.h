@@ -46,6 +46,8 @@ public:
     QComboBox* granularityBox() const { return m_granularity; }
     QSpinBox* groupSizeBox() const { return m_groupSize; }
     QCheckBox* symmetricBox() const { return m_symmetric; }
+    /// "7-bit weights (reduce-range)": int8 weight codes in [-64, 64].
+    QCheckBox* reduceRangeBox() const { return m_reduceRange; }
     QSpinBox* calibSamplesBox() const { return m_calibSamples; }
     QLineEdit* schemeLine() const { return m_schemeLine; }
     QPushButton* runButton() const { return m_run; }
@@ -74,6 +76,7 @@ private:
     QComboBox* m_granularity;
     QSpinBox* m_groupSize;
     QCheckBox* m_symmetric;
+    QCheckBox* m_reduceRange;
     QSpinBox* m_calibSamples;
     QCheckBox* m_evalAll;
     QLineEdit* m_schemeLine;

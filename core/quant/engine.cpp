@@ -174,7 +174,8 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
     }
     lq.weightGranularity = g;
     auto [lo, hi] = blockMinMax(view, g);
-    lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g);
+    lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g,
+                              config.reduceRange);
     std::int64_t scaleCount = lq.weight.scale.numel();
     if (config.doubleQuant && traits(config.weightType).needsScale)
         lq.weight.scale = doubleQuantizeScales(lq.weight.scale);

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace bitlens::quant {
@@ -389,12 +391,40 @@ std::string Granularity::describe() const
     return "unknown";
 }
 
+bool supportsReduceRange(QuantType type)
+{
+    return type == QuantType::Int8 || type == QuantType::UInt8;
+}
+
+std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, bool reduceRange)
+{
+    const QuantTypeTraits& t = traits(type);
+    if (!reduceRange)
+        return {t.qmin, t.qmax};
+    TORCH_CHECK(supportsReduceRange(type), "reduce-range applies to int8 and uint8, not ",
+                std::string(t.name));
+    return type == QuantType::Int8 ? std::pair<std::int64_t, std::int64_t>{-64, 64}
+                                   : std::pair<std::int64_t, std::int64_t>{0, 127};
+}
+
+namespace {
+
+/// The traits of qparams' type with its code range (reduceRange applied).
+QuantTypeTraits rangedTraits(QuantType type, bool reduceRange)
+{
+    QuantTypeTraits t = traits(type);
+    std::tie(t.qmin, t.qmax) = codeRange(type, reduceRange);
+    return t;
+}
+
+} // namespace
+
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity)
+                      bool symmetric, const Granularity& granularity, bool reduceRange)
 {
     TORCH_CHECK(minVal.sizes() == maxVal.sizes(), "min has shape ", minVal.sizes(),
                 " but max has shape ", maxVal.sizes());
-    const QuantTypeTraits& t = traits(type);
+    const QuantTypeTraits t = rangedTraits(type, reduceRange);
     const at::Device device = minVal.device();
     // On the CPU in float32, operation by operation as PyTorch's observers compute it (CUDA
     // would divide by a scalar as a multiplication by its reciprocal). NaN bounds count as 0.
@@ -408,6 +438,7 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
     qparams.type = type;
     qparams.granularity = granularity;
     qparams.symmetric = t.family != TypeFamily::Integer || symmetric;
+    qparams.reduceRange = reduceRange;
     at::Tensor scale;
     at::Tensor zeroPoint = at::zeros(lo.sizes(), at::kLong);
 
@@ -424,7 +455,7 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
                 // PyTorch: 128 for quint8's own range, the rounded-down midpoint (7 for
                 // [0, 15]) for a customised one.
                 const std::int64_t zp =
-                    type == QuantType::UInt8 ? 128 : (t.qmin + t.qmax) / 2;
+                    type == QuantType::UInt8 && !reduceRange ? 128 : (t.qmin + t.qmax) / 2;
                 zeroPoint.fill_(zp);
             }
         } else {
@@ -471,7 +502,7 @@ std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granula
 
 at::Tensor quantize(const at::Tensor& input, const QParams& qparams)
 {
-    const QuantTypeTraits& t = traits(qparams.type);
+    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.reduceRange);
     const at::Tensor x = input.detach().to(at::kFloat);
     if (!t.needsScale)
         return x.to(codeType(t));  // FP16 / BF16: round to nearest even, overflow to Inf
@@ -508,7 +539,7 @@ at::Tensor dequantize(const at::Tensor& codes, const QParams& qparams)
 
 at::Tensor fakeQuantize(const at::Tensor& input, const QParams& qparams)
 {
-    const QuantTypeTraits& t = traits(qparams.type);
+    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.reduceRange);
     const at::Tensor x = input.to(at::kFloat);
     if (x.numel() == 0)
         return x.clone();

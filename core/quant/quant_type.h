@@ -91,6 +91,10 @@ struct QParams {
     QuantType type = QuantType::Int8;
     Granularity granularity;
     bool symmetric = true;
+    /// Int8 codes on 7 bits, [-64, 64], as onnxruntime's quantizer does with reduce_range
+    /// (UInt8: [0, 127]). CPUs without VNNI multiply u8 x s8 with vpmaddubsw, which adds pairs
+    /// into int16 with saturation; 7-bit codes keep every pair in range (2 * 255 * 64 = 32640).
+    bool reduceRange = false;
     at::Tensor scale;      ///< float32, > 0 everywhere (a zero range still gets a valid scale)
     at::Tensor zeroPoint;  ///< int64; the real 0 is exactly representable
 };
@@ -105,7 +109,14 @@ struct QParams {
 /// at least the smallest normal float32 (NF4: the absmax itself, as bitsandbytes stores it);
 /// these are always symmetric. FP16 / BF16: scale 1. NaN bounds count as 0, +-Inf as +-FLT_MAX.
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity);
+                      bool symmetric, const Granularity& granularity, bool reduceRange = false);
+
+/// The codes a QParams allows: the type's [qmin, qmax], or with reduceRange [-64, 64] for Int8
+/// and [0, 127] for UInt8 (onnxruntime's reduced ranges). So symmetric reduced int8 has
+/// scale = absmax / 64, as onnxruntime computes it.
+std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, bool reduceRange);
+/// True for the types reduceRange applies to (Int8, UInt8).
+bool supportsReduceRange(QuantType type);
 
 /// Min and max of `x` per block of `granularity`, shaped as the scale will be.
 std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granularity& granularity);

@@ -42,17 +42,23 @@ struct KernelPlan {
 
 /// The name of BitLens's own int8 GEMM (the LLM.int8() suffix is added to it as to _int_mm's).
 /// The own int8 GEMM's name with the ISA row that runs it (kernels::int8GemmKernel()).
-std::string ownInt8Name()
+/// `reduced`: the weights are on 7 bits (reduce-range), which the AVX2 row multiplies with
+/// vpmaddubsw (kernels::int8UsesMaddubs); the name says so there.
+std::string ownInt8Name(bool reduced)
 {
-    return std::string("bitlens ") + kernels::int8GemmKernel().name +
-           " int8 gemm (u8 x s8 -> s32, fused dequant)";
+    const kernels::KernelRow row = kernels::int8GemmKernel();
+    const bool maddubs = reduced && row.level == kernels::IsaLevel::Avx2;
+    return std::string("bitlens ") + row.name + " int8 gemm (u8 x s8 -> s32" +
+           (maddubs ? " with vpmaddubsw, 7-bit weights" : "") + ", fused dequant)";
 }
 
 /// The own int8 convolution's name with the ISA row of the GEMM that runs it.
-std::string ownInt8ConvName()
+std::string ownInt8ConvName(bool reduced)
 {
-    return std::string("bitlens ") + kernels::int8GemmKernel().name +
-           " int8 conv (im2col u8 x s8 -> s32, fused dequant)";
+    const kernels::KernelRow row = kernels::int8GemmKernel();
+    const bool maddubs = reduced && row.level == kernels::IsaLevel::Avx2;
+    return std::string("bitlens ") + row.name + " int8 conv (im2col u8 x s8 -> s32" +
+           (maddubs ? " with vpmaddubsw, 7-bit weights" : "") + ", fused dequant)";
 }
 
 /// The int32 accumulator of a K-term int8 dot product cannot overflow up to this K: every term
@@ -215,7 +221,7 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
         plan.kind = KernelKind::Int8;
         plan.own = true;
         plan.conv = true;
-        plan.name = ownInt8ConvName();
+        plan.name = ownInt8ConvName(lq.config.reduceRange);
         return plan;
     }
     if (!linearShaped(node, lq))
@@ -234,7 +240,8 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
         // epilogue beats _int_mm plus the separate scaling, so it runs wherever the CPU has it.
         // The scalar reference row is exact but far slower than _int_mm: never chosen for speed.
         plan.own = own && !kernels::int8GemmKernel().isReference();
-        plan.name = plan.own ? ownInt8Name() : "at::_int_mm (int8 x int8 -> int32)";
+        plan.name = plan.own ? ownInt8Name(lq.config.reduceRange)
+                              : "at::_int_mm (int8 x int8 -> int32)";
         if (plan.outliers)
             plan.name += " + float32 GEMM of the fp16 outlier columns (LLM.int8)";
         return plan;

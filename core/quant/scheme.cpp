@@ -255,7 +255,8 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             return Error::usage("option group takes a whole number from 2 to 4096, not '" +
                                 value + "'");
         c.weightGranularity = Granularity::perGroup(1, static_cast<std::int64_t>(*n));
-    } else if (key == "sym" || key == "act-sym" || key == "double-quant" || key == "fold-bn") {
+    } else if (key == "sym" || key == "act-sym" || key == "double-quant" || key == "fold-bn" ||
+               key == "reduce-range") {
         auto b = parseBool(key, value);
         if (!b)
             return b.error();
@@ -265,6 +266,8 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             c.actSymmetric = *b;
         else if (key == "double-quant")
             c.doubleQuant = *b;
+        else if (key == "reduce-range")
+            c.reduceRange = *b;
         else
             s.foldBatchNorm = *b;
     } else if (key == "weight" || key == "act") {
@@ -297,7 +300,7 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
     } else {
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
-                            "threshold, alpha, calib, head)");
+                            "reduce-range, threshold, alpha, calib, head)");
     }
     return {};
 }
@@ -356,6 +359,15 @@ Result<Scheme> parseInline(const std::string& spec)
         }
         if (auto r = applyOption(*scheme, item.substr(0, eq), item.substr(eq + 1)); !r)
             return r.error();
+    }
+    if (scheme->config.reduceRange) {
+        if (scheme->config.weightType != QuantType::Int8)
+            return Error::usage("option reduce-range applies to int8 weights (7-bit codes "
+                                "[-64, 64]); scheme " + scheme->preset + " stores its weights as " +
+                                std::string(traits(scheme->config.weightType).name));
+        if (scheme->qat)
+            return Error::usage("option reduce-range is not offered for the qat-* presets "
+                                "(training fixes the code range)");
     }
     // The head's own configuration is the scheme's final one (options may follow head=).
     if (head == "float")
@@ -436,6 +448,8 @@ json configToJson(const LayerConfig& c)
         j["observer"] = c.observer;
     if (c.doubleQuant)
         j["double_quant"] = true;
+    if (c.reduceRange)
+        j["reduce_range"] = true;
     if (c.outlierThreshold > 0)
         j["outlier_threshold"] = c.outlierThreshold;
     if (c.smoothAlpha > 0)
@@ -459,7 +473,8 @@ std::string LayerConfig::describe() const
                " / float acts";
     std::string text = std::string(traits(weightType).name);
     if (traits(weightType).needsScale)
-        text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym");
+        text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym") +
+                (reduceRange ? " 7-bit" : "");
     if (actMode == ActMode::Float)
         return text + " / float acts";
     text += " / " + std::string(traits(actType).name) + " " + actModeName(actMode);

@@ -7,7 +7,8 @@
 #    that CPU has (scalar, avx2);
 #  - onnxruntime's AVX2 kernels (MLAS picks them by CPUID) agree with BitLens on the static-int8
 #    QDQ export of fashion-cnn within the bound derived from flipped codes (ort_check.py agree),
-#    and its fused u8 x s8 kernels within the no-VNNI bound.
+#    and its fused u8 x s8 kernels within the no-VNNI bound; a reduce-range export (7-bit
+#    weights) within the VNNI bound, and BitLens's own AVX2 row runs it with vpmaddubsw.
 # Usage: test_avx2_emulated.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -49,5 +50,24 @@ check ort-avx2-optimized 0 emulate "$py" "$ort" optimized "$tmp/s.onnx" "$tmp/x.
   "$tmp/run/logits.npy"
 cat "$tmp/out"
 expect ort-saw-no-vnni grep -q "no VNNI" "$tmp/out"
+
+# reduce-range (weight codes in [-64, 64]): onnxruntime's fused AVX2 kernels cannot saturate,
+# so they agree with BitLens as closely as VNNI kernels do (the strict bound), and BitLens's
+# own AVX2 row runs the layers with vpmaddubsw (named in the report).
+check export-reduce-range 0 "$cli" export fashion-cnn --scheme static-int8:reduce-range=true \
+  --format onnx --out "$tmp/r.onnx" --limit 200
+"$py" "$ort" probe "$tmp/r.onnx" "$tmp/rprobe.onnx"
+check run-reduce-range 0 "$cli" run "$tmp/rprobe.onnx" --input "$tmp/x.npy" --out "$tmp/rrun"
+check ort-avx2-optimized-reduce-range 0 emulate "$py" "$ort" optimized "$tmp/r.onnx" \
+  "$tmp/x.npy" "$tmp/rrun/logits.npy" strict
+cat "$tmp/out"
+# bitlens-cli re-executes itself through /proc/self/exe to set OMP_WAIT_POLICY
+# (exec/omp_env.h), which would leave qemu-user and run natively: set it here. (~60 s.)
+export OMP_WAIT_POLICY=passive
+check bench-reduce-range 0 emulate "$cli" bench fashion-cnn \
+  --scheme static-int8:reduce-range=true,calib=64 --batch 16 --json
+unset OMP_WAIT_POLICY
+expect bench-ran-emulated grep -q '"isa": "avx2"' "$tmp/out"
+expect bench-names-vpmaddubsw grep -q "avx2 int8 gemm (u8 x s8 -> s32 with vpmaddubsw" "$tmp/out"
 
 finish

@@ -993,4 +993,38 @@ TEST(QuantPack, RoundTripsEveryShape)
 }
 
 } // namespace
+TEST(QuantReduceRange, Int8OnSevenBitsAsOnnxruntimeAndTorch)
+{
+    // onnxruntime's reduce_range for int8 is [-64, 64]: symmetric scale = absmax * 2 / 128.
+    EXPECT_EQ(codeRange(QuantType::Int8, true), (std::pair<std::int64_t, std::int64_t>{-64, 64}));
+    EXPECT_EQ(codeRange(QuantType::UInt8, true), (std::pair<std::int64_t, std::int64_t>{0, 127}));
+    EXPECT_EQ(codeRange(QuantType::Int8, false), (std::pair<std::int64_t, std::int64_t>{-128, 127}));
+    EXPECT_FALSE(supportsReduceRange(QuantType::Int4));
+
+    const at::Tensor w = at::randn({6, 40}, at::detail::createCPUGenerator(5)) * 0.3;
+    const auto [lo, hi] = blockMinMax(w, Granularity::perChannel(0));
+    const QParams qp = chooseQParams(lo, hi, QuantType::Int8, true, Granularity::perChannel(0),
+                                     /*reduceRange=*/true);
+    EXPECT_TRUE(qp.reduceRange);
+    const at::Tensor absmax = at::maximum(lo.abs(), hi.abs());
+    EXPECT_TRUE(at::equal(qp.scale, absmax / 64.0));  // float32, as ORT computes it
+    EXPECT_TRUE(at::equal(qp.zeroPoint, at::zeros({6}, at::kLong)));
+
+    const at::Tensor codes = quantize(w, qp);
+    EXPECT_EQ(codes.min().item<std::int64_t>(), -64);
+    EXPECT_EQ(codes.max().item<std::int64_t>(), 64);  // the absmax of a row maps to +-64
+    // Bit for bit PyTorch's fake quantization with quant_min -64, quant_max 64.
+    const at::Tensor torchFq = at::fake_quantize_per_channel_affine(
+        w, qp.scale, qp.zeroPoint.to(at::kInt), 0, -64, 64);
+    EXPECT_TRUE(at::equal(fakeQuantize(w, qp), torchFq));
+    EXPECT_TRUE(at::equal(dequantize(codes, qp), torchFq));
+    // Beyond the range clamps at +-64, not at +-127.
+    const at::Tensor big = at::full({6, 40}, 1e3f);
+    EXPECT_EQ(quantize(big, qp).max().item<std::int64_t>(), 64);
+    // Without the option the same weights use the full range.
+    const QParams wide = chooseQParams(lo, hi, QuantType::Int8, true, Granularity::perChannel(0));
+    EXPECT_FALSE(wide.reduceRange);
+    EXPECT_GT(quantize(w, wide).abs().max().item<std::int64_t>(), 64);
+}
+
 } // namespace bitlens::quant

@@ -743,6 +743,33 @@ TEST_P(OwnKernelInt8, W8A8SchemesMatchTheSimulatedOutputToFloatRounding)
     }
 }
 
+TEST_P(OwnKernelInt8, ReduceRangeRunsSevenBitCodesAndNamesVpmaddubswOnAvx2)
+{
+    // reduce-range: weight codes in [-64, 64]; the AVX2 row multiplies them with vpmaddubsw
+    // (exact for them) and says so; the other rows run them as any int8 codes.
+    const kernels::KernelRow row = kernels::int8GemmKernel();
+    const std::string prefix =
+        row.isReference() ? kIntMm
+        : row.level == kernels::IsaLevel::Avx2
+            ? std::string("bitlens avx2 int8 gemm (u8 x s8 -> s32 with vpmaddubsw, 7-bit weights")
+            : ownInt8();
+    std::uint64_t seed = 830;
+    for (const char* spec : {"dynamic-int8:reduce-range=true", "static-int8:reduce-range=true",
+                             "smoothquant-int8:reduce-range=true"})
+        forEachCase(spec, {Op::Linear, Op::MatMul3d}, seed++, prefix, expectFloatRounding,
+                    quant::KernelSource::Best);
+    // The codes really are on 7 bits, and differ from the 8-bit scheme's.
+    const ir::Graph graph = oneLayer(Op::Linear, 96, 40, 840);
+    const auto reduced = prepared(graph, "static-int8:reduce-range=true", inputs(Op::Linear, 50, 96, 841));
+    const auto full = prepared(graph, "static-int8", inputs(Op::Linear, 50, 96, 841));
+    const quant::LayerQuant& lq = reduced.layers.at("layer");
+    EXPECT_TRUE(lq.weight.reduceRange);
+    const at::Tensor w = graph.initializers.at(graph.nodes[0].inputs[1]);
+    const at::Tensor codes = quant::quantize(w, lq.weight);
+    EXPECT_EQ(codes.abs().max().item<std::int64_t>(), 64);
+    EXPECT_FALSE(full.layers.at("layer").weight.reduceRange);
+}
+
 TEST_P(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)
 {
     // Both compute the same exact int32 accumulator from the same codes; only the float

@@ -72,6 +72,31 @@ TEST(Scheme, OptionsOverrideDefaults)
     EXPECT_TRUE(g->config.weightSymmetric);
 }
 
+TEST(Scheme, ReduceRangePutsInt8WeightsOnSevenBits)
+{
+    for (const char* spec : {"static-int8:reduce-range=true", "dynamic-int8:reduce-range=true",
+                             "smoothquant-int8:reduce-range=true", "llm-int8:reduce-range=true"}) {
+        SCOPED_TRACE(spec);
+        auto s = quant::parseScheme(spec);
+        ASSERT_TRUE(s.ok()) << s.error().userMessage();
+        EXPECT_TRUE(s->config.reduceRange);
+        EXPECT_NE(s->config.describe().find("7-bit"), std::string::npos);
+        EXPECT_EQ(quant::schemeToJson(*s)["config"].value("reduce_range", false), true)
+            << quant::schemeToJson(*s).dump();
+    }
+    auto plain = quant::parseScheme("static-int8");
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(plain->config.reduceRange);
+    EXPECT_FALSE(quant::schemeToJson(*plain)["config"].contains("reduce_range"));
+    // Only int8 weights have a reduced range; QAT fixes its own.
+    auto w4 = quant::parseScheme("w4-int4:reduce-range=true");
+    ASSERT_FALSE(w4.ok());
+    EXPECT_EQ(w4.error().code, ErrorCode::Usage);
+    EXPECT_NE(w4.error().message.find("applies to int8 weights"), std::string::npos);
+    EXPECT_FALSE(quant::parseScheme("qat-int8:reduce-range=true").ok());
+    EXPECT_FALSE(quant::parseScheme("static-int8:reduce-range=maybe").ok());
+}
+
 TEST(Scheme, BadSpecsAreUsageErrorsNamingTheProblem)
 {
     auto unknown = quant::parseScheme("int3-magic");
