@@ -718,7 +718,8 @@ Result<Plan> computePlan(const PlanRequest& r)
                 ", " +
                 (plan.usdPerFp4Tflop ? "$" + fmt("%.2f", *plan.usdPerFp4Tflop) + " per dense FP4 TFLOP"
                                      : std::string("no FP4")) +
-                "; " + std::to_string(plan.tensorParallel) + " cards: $" +
+                "; " + std::to_string(plan.tensorParallel) +
+                (plan.tensorParallel == 1 ? " card: $" : " cards: $") +
                 fmt("%.0f", usd * plan.tensorParallel);
     }
     plan.priceLine = price;
