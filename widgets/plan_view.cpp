@@ -55,6 +55,22 @@ QComboBox* precisionCombo()
     return combo;
 }
 
+/// The chart's legend name of a part (the table keeps the long label).
+QString shortLabel(const std::string& key, const std::string& label)
+{
+    if (key == "master_weights")
+        return QObject::tr("fp32 master");
+    if (key == "optimizer_states")
+        return QObject::tr("Adam m + v");
+    if (key == "lora_adapters")
+        return QObject::tr("LoRA adapters");
+    if (key == "weights")
+        return QObject::tr("Weights");
+    if (key == "activations")
+        return QObject::tr("Activations");
+    return text(label);
+}
+
 // The model combo's data for the two entries that are not presets.
 const QString kConfigEntry = QStringLiteral(":config");
 const QString kOpenModelEntry = QStringLiteral(":open");
@@ -65,7 +81,7 @@ const QString kOpenModelEntry = QStringLiteral(":open");
 PlanChart::PlanChart(QWidget* parent) : ChartBase(parent)
 {
     setChartTitle(tr("Memory per part"));
-    setMinimumHeight(300);
+    setMinimumHeight(220);
 }
 
 void PlanChart::clearPlan(const QString& message)
@@ -80,31 +96,42 @@ void PlanChart::setPlan(const analysis::Plan& plan, const analysis::Accelerator&
 {
     clearChart();
     markHasData();
-    const int tp = std::max(1, plan.tensorParallel);
-    setChartTitle(tr("Memory: %1, %2 per card at TP %3")
+    // One card's share at the minimum count and at the tensor-parallel size (an even split),
+    // so every bar compares with the card's memory line; the title carries the whole plan.
+    const int minGpus = std::max(1, plan.minGpus);
+    const int tp = std::max(minGpus, plan.tensorParallel);
+    std::vector<int> counts = {minGpus};
+    if (tp != minGpus)
+        counts.push_back(tp);
+    setChartTitle(tr("%1 in all: %2 per card at TP %3")
                       .arg(text(analysis::planBytesText(plan.totalBytes)),
                            text(analysis::planBytesText(plan.totalBytes / tp)))
                       .arg(tp));
     m_bars = new QStackedBarSeries;
     int colour = 0;
     for (const auto& part : plan.parts) {
-        auto* set = new QBarSet(text(part.label));
+        auto* set = new QBarSet(shortLabel(part.key, part.label));
         set->setColor(chartColor(colour++));
-        *set << part.bytes / kGiB << part.bytes / tp / kGiB;
+        for (int n : counts)
+            *set << part.bytes / n / kGiB;
         m_bars->append(set);
     }
-    m_bars->setBarWidth(0.55);
+    m_bars->setBarWidth(0.5);
     chart()->addSeries(m_bars);
     auto* axisX = new QBarCategoryAxis;
-    const QStringList categories = {tr("Whole plan"), tr("Per card (1/%1)").arg(tp)};
+    QStringList categories;
+    for (int n : counts)
+        categories << (n == minGpus ? (n == 1 ? tr("1 card") : tr("%1 cards").arg(n)) : tr("TP %1").arg(n));
     axisX->append(categories);
-    styleAxis(axisX, tr("%1 at tensor parallel %2").arg(text(card.name)).arg(tp));
+    // No axis title: the category names say what each bar is, and the chart stays readable
+    // at the height the tab gives it (1280x800 window).
+    styleAxis(axisX, QString());
     chart()->addAxis(axisX, Qt::AlignBottom);
     m_bars->attachAxis(axisX);
-    QValueAxis* axisY = addValueAxis(tr("Memory (GiB)"), Qt::AlignLeft);
+    QValueAxis* axisY = addValueAxis(tr("GiB per card"), Qt::AlignLeft);
     m_bars->attachAxis(axisY);
 
-    // The card's memory as a horizontal line across both bars (category x = 0 and 1).
+    // The card's memory as a horizontal line across the bars (category x = 0, 1, ...).
     m_line = new QLineSeries;
     m_line->setName(tr("Card memory (%1 GiB)").arg(card.memoryGib));
     QPen pen(QColor(0xd5, 0x5e, 0x00));
@@ -112,15 +139,15 @@ void PlanChart::setPlan(const analysis::Plan& plan, const analysis::Accelerator&
     pen.setStyle(Qt::DashLine);
     m_line->setPen(pen);
     m_line->append(-0.5, card.memoryGib);
-    m_line->append(1.5, card.memoryGib);
+    m_line->append(static_cast<double>(counts.size()) - 0.5, card.memoryGib);
     chart()->addSeries(m_line);
     m_line->attachAxis(axisX);
     m_line->attachAxis(axisY);
 
-    const double top = std::max(plan.totalBytes / kGiB, card.memoryGib) * 1.08;
+    const double top = std::max(plan.totalBytes / minGpus / kGiB, card.memoryGib) * 1.1;
     setRoundTicks(axisY, 0.0, top, 7);
     chart()->legend()->setVisible(true);
-    chart()->legend()->setAlignment(Qt::AlignBottom);
+    chart()->legend()->setAlignment(Qt::AlignRight);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,7 +493,8 @@ void PlanView::recompute()
     m_gpu->setText(tr("<b>GPUs:</b> %1").arg(text(m_plan->gpuLine).toHtmlEscaped()));
     m_decode->setText(m_plan->bytesPerDecodeStep > 0
                           ? tr("<b>Decode bound:</b> %1").arg(text(m_plan->decodeHow).toHtmlEscaped())
-                          : tr("<b>Decode bound:</b> for inference plans only"));
+                          : QString());
+    m_decode->setVisible(m_plan->bytesPerDecodeStep > 0);
     m_price->setText(tr("<b>$ per TFLOP:</b> %1").arg(text(m_plan->priceLine).toHtmlEscaped()));
     QStringList notes = {modelText};
     for (const auto& note : m_plan->notes)

@@ -29,8 +29,8 @@ QT_END_NAMESPACE
 
 namespace bitlens::widgets {
 
-/// Stacked bars of a plan's parts: the whole plan on one card, and one card's share at the
-/// tensor-parallel size, with a line at the card's memory.
+/// Stacked bars of a plan's parts: one card's share at the fewest cards that hold the plan and
+/// at the tensor-parallel size (an even split), with a line at the card's memory.
 class PlanChart : public ChartBase {
     Q_OBJECT
 
