@@ -669,6 +669,11 @@ Result<Plan> computePlan(const PlanRequest& r)
                               "Adam m and v in fp32: 2 x " + countText(A) + " x 4 B"});
     }
 
+    // Training reads best as the per-parameter states first (weights, gradients, master copy,
+    // optimizer: the 16 bytes/param of mixed-precision Adam), then what the batch adds.
+    if (training)
+        std::stable_partition(plan.parts.begin(), plan.parts.end(),
+                              [](const PlanPart& p) { return p.key != "activations"; });
     for (const auto& part : plan.parts)
         plan.totalBytes += part.bytes;
     const double cardBytes = r.card.memoryGib * kGiB;
@@ -697,9 +702,12 @@ Result<Plan> computePlan(const PlanRequest& r)
             bytesPerValueText(r.weights) + ") + the KV cache = " +
             planBytesText(plan.bytesPerDecodeStep) + "; at " + fmt("%g", r.card.bandwidthGBs) +
             " GB/s per card: <= " + fmt("%.1f", plan.decodeTokensPerSecTp) + " tokens/s per " +
-            "sequence on " + std::to_string(plan.tensorParallel) + " (" +
-            fmt("%.1f", plan.decodeTokensPerSecMin) + " on " + std::to_string(plan.minGpus) +
-            ")" + (r.batch > 1 ? ", x" + fmt("%.0f", b) + " tokens per step for the batch"
+            "sequence on " + std::to_string(plan.tensorParallel) +
+            (plan.minGpus != plan.tensorParallel
+                 ? " (" + fmt("%.1f", plan.decodeTokensPerSecMin) + " on " +
+                       std::to_string(plan.minGpus) + ")"
+                 : std::string()) +
+            (r.batch > 1 ? ", x" + fmt("%.0f", b) + " tokens per step for the batch"
                                : std::string());
     }
 

@@ -25,6 +25,7 @@ for term in "^Weights " "^Gradients " "^Master weights \(fp32\) " "^Optimizer st
             "^Activations .*70 layers x 1 seq x 2048 tokens" "^total +2689.5 GiB"; do
   expect "finetune-term $term" grep -qE "$term" "$tmp/out"
 done
+expect finetune-order bash -c "grep -oE '^(Weights|Gradients|Master|Optimizer|Activations)' '$tmp/out' | tr '\n' ' ' | grep -qx 'Weights Gradients Master Optimizer Activations '"
 expect finetune-gpus grep -q "^GPUs     64 x .* is 34 x 80 GiB" "$tmp/out"
 
 # --json: the keys scripts read.
@@ -42,7 +43,7 @@ assert set(d['precision']) >= {'weights', 'kv_cache', 'activations'}
 check json-qlora 0 "$cli" plan llama-3.1-70b --use qlora --gpu rtx-5090 --json
 expect json-qlora-keys report "$tmp/out" "
 keys = [p['key'] for p in d['parts']]
-assert keys == ['weights', 'activations', 'lora_adapters', 'gradients', 'optimizer_states'], keys
+assert keys == ['weights', 'lora_adapters', 'gradients', 'optimizer_states', 'activations'], keys
 assert d['precision']['weights'] == 'nf4' and d['precision']['weights_bits'] == 4.5
 assert d['decode'] is None and d['price']['usd_per_fp4_tflop'] > 0
 "

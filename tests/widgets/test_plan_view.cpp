@@ -80,11 +80,10 @@ private Q_SLOTS:
         QStringList parts;
         for (int r = 0; r < view.partsTable()->rowCount(); ++r)
             parts << view.partsTable()->item(r, 0)->text();
-        QCOMPARE(parts, (QStringList{QStringLiteral("Weights"), QStringLiteral("Activations"),
-                                     QStringLiteral("Gradients"),
+        QCOMPARE(parts, (QStringList{QStringLiteral("Weights"), QStringLiteral("Gradients"),
                                      QStringLiteral("Master weights (fp32)"),
                                      QStringLiteral("Optimizer states (Adam m, v)"),
-                                     QStringLiteral("Total")}));
+                                     QStringLiteral("Activations"), QStringLiteral("Total")}));
         QCOMPARE(view.plan()->minGpus, 34);
         QCOMPARE(view.plan()->tensorParallel, 64);
         QVERIFY(view.decodeText().isEmpty());
