@@ -79,6 +79,20 @@ check own-cards 0 "$cli" plan llama-3.1-8b --gpu my-card --cards "$tmp/cards.jso
 expect own-cards-line grep -q "^GPUs     2 x My card" "$tmp/out"
 expect own-cards-price grep -q "\$4.00 per dense FP8 TFLOP" "$tmp/out"
 
+# The cards file is found where an install puts it (<prefix>/share/bitlens/hardware, beside
+# <prefix>/bin), and its absence is a bad input that says where it looked.
+src=${BITLENS_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+mkdir -p "$tmp/prefix/bin" "$tmp/prefix/share/bitlens/hardware"
+cp "$cli" "$tmp/prefix/bin/bitlens-cli"
+cp "$src/resources/hardware/accelerators.json" "$tmp/prefix/share/bitlens/hardware/"
+check installed-layout 0 env -u BITLENS_SOURCE_DIR -u BITLENS_DATA_DIR "$tmp/prefix/bin/bitlens-cli" plan bloom-176b --gpu a100-80gb
+expect installed-layout-eight grep -q "^GPUs     8 x " "$tmp/out"
+rm "$tmp/prefix/share/bitlens/hardware/accelerators.json"
+check no-cards-file 3 env -u BITLENS_SOURCE_DIR -u BITLENS_DATA_DIR "$tmp/prefix/bin/bitlens-cli" plan bloom-176b
+expect no-cards-file-message grep -q "^error: accelerators.json: not found (looked in: $tmp/prefix/share/bitlens/hardware/accelerators.json" "$tmp/err"
+check data-dir 0 env BITLENS_DATA_DIR="$src/resources" "$tmp/prefix/bin/bitlens-cli" plan bloom-176b --gpu h200 --json
+expect data-dir-h200 report "$tmp/out" "assert d['card']['id'] == 'h200' and d['min_gpus'] == 3 and d['tensor_parallel'] == 4, d['gpu_line']"
+
 # Bad input: exit 3, "error: <path>: <reason>".
 check missing-config 3 "$cli" plan "$tmp/none/config.json"
 expect missing-config-message grep -q "^error: $tmp/none/config.json: cannot open file" "$tmp/err"
