@@ -5,6 +5,7 @@
 
 #include "analysis/planner.h"
 #include "model/model.h"
+#include "zoo/zoo.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -54,7 +55,7 @@ Result<analysis::ModelShape> modelArg(const std::string& arg, bool quiet)
     std::error_code ec;
     const bool looksLikePath = arg.find('/') != std::string::npos ||
                                arg.find('.') != std::string::npos || fs::exists(arg, ec);
-    if (!looksLikePath)
+    if (!looksLikePath && !zoo::isZooName(arg))
         return Error::usage("plan: unknown preset '" + arg + "' (presets: " +
                             analysis::modelPresetNames() + "); or give a config.json path");
     const fs::path p(arg);
@@ -62,6 +63,10 @@ Result<analysis::ModelShape> modelArg(const std::string& arg, bool quiet)
         return analysis::readHfConfigShape(arg);
     if (fs::is_directory(p, ec) || fs::is_regular_file(p.parent_path() / "config.json", ec))
         return analysis::shapeForModelFile(arg, 0);
+    // A plan is arithmetic: it never trains or downloads a zoo model to count its parameters.
+    if (zoo::isZooName(arg) && !zoo::isBuilt(arg))
+        return Error::usage("plan: the zoo model '" + arg + "' is not built (bitlens-cli zoo "
+                            "build " + arg + "); or plan a preset or a config.json");
     auto source = resolveModelArg(arg, quiet);
     if (!source)
         return source.error();

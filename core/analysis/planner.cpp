@@ -297,6 +297,20 @@ Result<ModelShape> readHfConfigShape(const std::string& path)
         return Error::badInput(path, "not valid JSON");
     if (!config.is_object())
         return Error::badInput(path, "not a JSON object (a config.json holds one)");
+    // Multimodal configs (Llama 4, Qwen2.5-VL, Gemma 3) keep the language model's shape in
+    // "text_config"; its vision tower is not planned.
+    if (!config.contains("hidden_size") && !config.contains("n_embed") &&
+        config.contains("text_config") && config["text_config"].is_object()) {
+        json text = config["text_config"];
+        if (!text.contains("model_type") && config.contains("model_type"))
+            text["model_type"] = config["model_type"];
+        config = std::move(text);
+    }
+    // A dense model may say "num_experts": 0.
+    for (const char* key : {"num_local_experts", "num_experts"})
+        if (auto it = config.find(key); it != config.end() && it->is_number_integer() &&
+                                        it->get<std::int64_t>() == 0)
+            config.erase(key);
     const std::string type = config.value("model_type", std::string());
     constexpr std::int64_t kDim = 1 << 20;     // widths and vocabularies
     constexpr std::int64_t kCount = 1 << 14;   // layers, heads, experts

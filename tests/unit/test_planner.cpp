@@ -276,6 +276,14 @@ TEST(Planner, ReadsHuggingFaceConfigs)
     auto beside = shapeForModelFile((std::filesystem::path(dir.path()) / "model.safetensors").string(), 0);
     ASSERT_TRUE(beside);
     EXPECT_EQ(beside->params(), 176247271424);
+    // A multimodal config keeps the language model in "text_config"; "num_experts": 0 is dense.
+    writeFile(path, R"({"model_type": "some_vlm", "text_config": {"hidden_size": 576,
+        "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+        "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": true,
+        "num_experts": 0}, "vision_config": {"hidden_size": 1152}})");
+    auto vlm = readHfConfigShape(path.string());
+    ASSERT_TRUE(vlm) << vlm.error().describe();
+    EXPECT_EQ(vlm->params(), 134515008);
 }
 
 TEST(Planner, BadConfigsNameTheFileAndTheKey)
