@@ -318,6 +318,10 @@ Result<ModelShape> readHfConfigShape(const std::string& path)
     m.name = path;
     m.source = path;
     m.family = type == "bloom" ? "bloom" : "llama";
+    static const char* const kDecoders[] = {"llama", "mistral", "mixtral", "qwen2", "qwen3",
+                                            "qwen3_moe", "bloom"};
+    if (std::find(std::begin(kDecoders), std::end(kDecoders), type) == std::end(kDecoders))
+        m.source = path + " (model_type '" + type + "' read as a llama-style decoder)";
     auto hidden = requiredInt(config, path, {"hidden_size", "n_embed"}, kDim);
     if (!hidden)
         return hidden.error();
@@ -392,8 +396,21 @@ Result<ModelShape> shapeForModelFile(const std::string& path, std::int64_t param
                                                     : p.parent_path() / "config.json";
     if (fs::is_regular_file(config, ec)) {
         auto shape = readHfConfigShape(config.string());
-        if (shape)
-            shape->name = path;
+        if (!shape)
+            return shape;
+        shape->name = path;
+        // The shape must describe the file: an encoder's config (BERT) read as a decoder, or a
+        // config that does not match its weights, would plan the wrong model. 5 % leaves room
+        // for tensors a count from the shape leaves out (rotary buffers, biases).
+        const double counted = static_cast<double>(shape->params());
+        if (params > 0 && std::abs(counted - static_cast<double>(params)) >
+                              0.05 * static_cast<double>(params)) {
+            ModelShape byCount = shapeFromParamCount(path, params);
+            byCount.source = "parameter count of the model; " + config.string() + " (" +
+                             shape->family + " reading) counts " + countText(counted) +
+                             ", so its shape is not used";
+            return byCount;
+        }
         return shape;
     }
     if (params <= 0)

@@ -284,6 +284,18 @@ TEST(Planner, ReadsHuggingFaceConfigs)
     auto vlm = readHfConfigShape(path.string());
     ASSERT_TRUE(vlm) << vlm.error().describe();
     EXPECT_EQ(vlm->params(), 134515008);
+    // A model file whose config does not count its weights (an encoder read as a decoder) is
+    // planned by its own parameter count.
+    auto mismatch = shapeForModelFile((std::filesystem::path(dir.path()) / "model.onnx").string(),
+                                      22565379);
+    ASSERT_TRUE(mismatch);
+    EXPECT_FALSE(mismatch->hasShape());
+    EXPECT_EQ(mismatch->params(), 22565379);
+    EXPECT_NE(mismatch->source.find("not used"), std::string::npos) << mismatch->source;
+    auto matching = shapeForModelFile((std::filesystem::path(dir.path()) / "model.onnx").string(),
+                                      134515008 + 1000);
+    ASSERT_TRUE(matching);
+    EXPECT_TRUE(matching->hasShape());
 }
 
 TEST(Planner, BadConfigsNameTheFileAndTheKey)
