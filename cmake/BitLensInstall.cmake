@@ -4,6 +4,7 @@
 #                                      torch's libgomp, the CUDA runtime libtorch_cpu links),
 #                                      found at install time from the binaries' dependencies
 #   share/applications, share/metainfo, share/mime/packages, share/icons/hicolor
+#   share/bitlens/hardware/accelerators.json   the planner's cards (bitlens-cli plan)
 # Everything else (Qt 6, zlib, libstdc++) comes from Debian: the .deb's Depends are worked out
 # by dpkg-shlibdeps from the installed binaries.
 set(BITLENS_PRIVATE_LIBDIR lib/bitlens)
@@ -40,6 +41,10 @@ if(CMAKE_STRIP)
       endforeach()
     endif()" COMPONENT bitlens)
 endif()
+
+# The planner's accelerator table (bitlens-cli plan, the Plan tab): share/bitlens/hardware/.
+install(FILES ${CMAKE_SOURCE_DIR}/resources/hardware/accelerators.json
+  DESTINATION share/bitlens/hardware COMPONENT bitlens)
 
 if(TARGET bitlens)
   install(FILES ${CMAKE_SOURCE_DIR}/resources/${BITLENS_APP_ID}.desktop

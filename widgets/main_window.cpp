@@ -7,6 +7,7 @@
 #include "export_control.h"
 #include "export_view.h"
 #include "hardware_panel.h"
+#include "plan_view.h"
 #include "job_progress_widget.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
@@ -61,6 +62,8 @@ MainWindow::MainWindow(QWidget* parent)
 
     m_reportView->tabs()->addTab(m_teaching, tr("Teach"));
     m_reportView->tabs()->addTab(m_hardware, tr("Hardware"));
+    m_plan = new PlanView;
+    m_reportView->tabs()->addTab(m_plan, tr("Plan"));
     m_training = new TrainingView;
     m_reportView->tabs()->addTab(m_training, tr("Training"));
     m_exportView = new ExportView;

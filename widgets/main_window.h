@@ -41,6 +41,7 @@ class DataSummaryPanel;
 class ExportController;
 class ExportView;
 class HardwarePanel;
+class PlanView;
 class TeachingView;
 class TrainingView;
 class JobProgressWidget;
@@ -167,6 +168,8 @@ public:
     JobRunner* quantJobs() const { return m_quantJobs; }
     /// The scheme panel.
     QuantPanel* quantPanel() const { return m_quantPanel; }
+    /// The "Plan" tab (memory and hardware planner).
+    PlanView* planView() const { return m_plan; }
     /// The summary line and result tabs.
     ReportView* reportView() const { return m_reportView; }
     /// The open model's quantization session (cached data and float metric), or nullptr.
@@ -254,6 +257,7 @@ private:
     ReportView* m_reportView;
     TeachingView* m_teaching;    ///< "Teach" tab: the selected layer's weights on a format grid
     HardwarePanel* m_hardware;   ///< "Hardware" tab: native low-bit formats, measured rates
+    PlanView* m_plan = nullptr;  ///< "Plan" tab: memory per part, accelerators (planner.h)
     ExportView* m_exportView = nullptr;  ///< "Export" tab: the last export / verify result
     QAction* m_exportAction = nullptr;
     QAction* m_verifyAction = nullptr;

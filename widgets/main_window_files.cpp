@@ -7,6 +7,7 @@
 #include "job_runner.h"
 #include "layer_table_model.h"
 #include "main_window_messages.h"
+#include "plan_view.h"
 #include "quant_job.h"
 #include "quant_panel.h"
 #include "report_view.h"
@@ -124,6 +125,7 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     updateLayerCount();
     fitLayerColumns();
     m_modelInfo->showModel(m_model.get());
+    m_plan->setOpenModel(QString::fromStdString(summary.path), summary.params);
     if (m_proxy->rowCount() > 0)
         m_table->setCurrentIndex(m_proxy->index(0, 0));
     else

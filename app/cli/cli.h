@@ -79,6 +79,8 @@ int cmdSensitivity(const Args& args);
 int cmdBench(const Args& args);
 int cmdTokenize(const Args& args);
 int cmdExport(const Args& args);
+/// `plan`: memory per part and the accelerators that hold it (analysis/planner.h).
+int cmdPlan(const Args& args);
 /// `quantize --out FILE` / `export`: writes the quantized model of `run` to --out (format from
 /// --format, else the extension), verifies it when --verify is given, and adds
 /// report["export"]. Returns the exit code (0 ok).

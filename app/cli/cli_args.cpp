@@ -20,6 +20,9 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--report", true}, {"--format", true}, {"--verify", false}, {"--text", true},
     {"--epochs", true}, {"--lr", true},    {"--steps", true}, {"--seq-len", true},
     {"--tokens", true}, {"--project", true}, {"--no-special", false},
+    {"--precision", true}, {"--kv-precision", true}, {"--act-precision", true},
+    {"--use", true}, {"--context", true}, {"--gpu", true}, {"--cards", true},
+    {"--list", false}, {"--rank", true}, {"--checkpointing", false},
 };
 
 } // namespace

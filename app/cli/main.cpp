@@ -47,6 +47,13 @@ commands:
                                      dynamic-int8, w4-int4, static-w4a8, smoothquant-int8;
                                      GGUF: llama models with the gguf-* presets);
                                      --verify reloads it and compares with the in-app model
+  plan MODEL|PRESET|config.json [--precision P] [--kv-precision P] [--act-precision P]
+       [--use inference|finetune|lora|qlora] [--batch N] [--context N] [--rank N]
+       [--checkpointing] [--gpu CARD] [--cards FILE] [--json]
+                                     memory per part (weights, KV cache, activations,
+                                     gradients, optimizer states, master weights, LoRA) and
+                                     the accelerators that hold it; decode tokens/s bound
+  plan --list [--cards FILE] [--json] the presets, cards and precisions plan knows
 
 SCHEME is a preset with options (static-int8:observer=percentile:99.99,per=channel,
 w4-int4:group=64) or a JSON file {"preset", "options", "overrides": {"layer": "float"}}.
@@ -107,6 +114,8 @@ int dispatch(int argc, char** argv)
         return cmdTokenize(*args);
     if (command == "export")
         return cmdExport(*args);
+    if (command == "plan")
+        return cmdPlan(*args);
     std::fprintf(stderr, "error: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

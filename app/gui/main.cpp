@@ -84,7 +84,8 @@ int main(int argc, char** argv)
     const QCommandLineOption tabOption(
         QStringLiteral("tab"),
         QStringLiteral("Show the result tab NAME (Layers, Memory, Throughput, Compare, "
-                       "Sensitivity, History, \"Side by side\")."),
+                       "Sensitivity, History, \"Side by side\", Teach, Hardware, Plan, "
+                       "Training, Export)."),
         QStringLiteral("NAME"));
     parser.addOption(tabOption);
     const QCommandLineOption compareOption(

@@ -115,6 +115,14 @@ assert d['layers'] and all(l['weight_type'] == 'int8' for l in d['layers']), d['
 s = d['size_bytes']; assert 0 < s['quantized'] < s['float'], s
 "
 
+# The planner reads the cards file the package installs (share/bitlens/hardware).
+expect cards-installed test -s "$r/usr/share/bitlens/hardware/accelerators.json"
+check plan 0 inroot bitlens-cli plan bloom-176b --gpu a100-80gb --json
+expect plan-eight python3 -c "
+import json
+d = json.load(open('$tmp/out')); assert d['tensor_parallel'] == 8 and d['min_gpus'] == 5, d
+"
+
 # The GUI opens the model and the data, runs static-int8 and saves the window with its charts.
 check screenshot 0 inroot env QT_QPA_PLATFORM=offscreen bitlens /tmp/m/small_cnn.onnx \
   --data /tmp/m/small_cnn_input.npy --scheme static-int8 --screenshot /tmp/m/shot.png
