@@ -8,7 +8,8 @@
       intermediate 1536, batch 8 x 128 tokens (the same shapes as bench/bench_encoder.cpp);
   onnxruntime float32 vs onnxruntime.quantization.quantize_dynamic on the same MLP exported to
     ONNX; and, with --bitlens-cli, BitLens's own `bitlens-cli bench` on that ONNX file
-    (float vs dynamic-int8 through the engine's real kernels).
+    (float vs dynamic-int8, and dynamic-int8:reduce-range=true, through the engine's real
+    kernels).
 
 Every figure is the median of --repeats timed runs after warm-up, on torch's thread count
 (all cores) or --threads; with --cpu-time the process CPU time is measured instead of wall
@@ -172,11 +173,11 @@ def onnx_pair(model, x, repeats, workdir):
     return row, path
 
 
-def bitlens_cli(cli, onnx_path, batch, repeats):
-    row = {"model": "mlp", "runtime": "bitlens (bitlens-cli bench, ONNX import)"}
+def bitlens_cli(cli, onnx_path, batch, repeats, scheme="dynamic-int8"):
+    row = {"model": "mlp", "runtime": "bitlens " + scheme, "scheme": scheme}
     floats, ints, kernels = [], [], {}
     for _ in range(max(1, repeats // 5)):
-        r = subprocess.run([cli, "bench", onnx_path, "--scheme", "dynamic-int8", "--batch",
+        r = subprocess.run([cli, "bench", onnx_path, "--scheme", scheme, "--batch",
                             str(batch), "--json"], capture_output=True, text=True)
         if r.returncode != 0:
             row["note"] = "bitlens-cli bench failed: %s" % (r.stderr.strip() or r.stdout.strip())
@@ -220,7 +221,10 @@ def main():
         row, onnx_path = onnx_pair(mlp, x, args.repeats, work)
         rows.append(row)
         if args.bitlens_cli and onnx_path:
-            rows.append(bitlens_cli(args.bitlens_cli, onnx_path, 128, args.repeats))
+            # 8-bit weight codes, and 7-bit ones (reduce-range: what lets CPUs without VNNI
+            # use vpmaddubsw exactly, as PyTorch's fbgemm does with 7-bit activations).
+            for scheme in ("dynamic-int8", "dynamic-int8:reduce-range=true"):
+                rows.append(bitlens_cli(args.bitlens_cli, onnx_path, 128, args.repeats, scheme))
     meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
             "quantized_engine": torch.backends.quantized.engine,
             "clock": "process CPU time" if args.cpu_time else "wall"}
@@ -237,9 +241,9 @@ def main():
                                                  meta["threads"]))
     for r in rows:
         if "int8_ms" not in r:
-            print("  %-15s %-28s %s" % (r["model"], r["runtime"], r.get("note", "")))
+            print("  %-15s %-36s %s" % (r["model"], r["runtime"], r.get("note", "")))
             continue
-        print("  %-15s %-28s float %8.2f ms  int8 %8.2f ms  %5.2fx float  SQNR %s  (%s)" % (
+        print("  %-15s %-36s float %8.2f ms  int8 %8.2f ms  %5.2fx float  SQNR %s  (%s)" % (
             r["model"], r["runtime"], r["float_ms"], r["int8_ms"], r["float_ms"] / r["int8_ms"],
             "%.1f dB" % r["sqnr_db"] if "sqnr_db" in r else "-", r.get("int8_kernel", "")))
 
