@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <tuple>
@@ -498,6 +500,33 @@ std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granula
     }
     auto [mn, mx] = at::aminmax(toBlocks(xf, granularity), -1);
     return {mn.reshape(shape), mx.reshape(shape)};
+}
+
+ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bool symmetric,
+                                  bool reduceRange)
+{
+    const QuantTypeTraits t = rangedTraits(type, reduceRange);
+    TORCH_CHECK(t.family == TypeFamily::Integer, "chooseQParamsScalar takes integer types, not ",
+                std::string(t.name));
+    // As chooseQParams: NaN bounds count as 0, +-Inf as +-FLT_MAX; then the range includes 0.
+    const auto bound = [](float v) {
+        return std::isnan(v) ? 0.0f : std::clamp(v, -kFloatMax, kFloatMax);
+    };
+    const float loNeg = std::min(bound(minVal), 0.0f);
+    const float hiPos = std::max(bound(maxVal), 0.0f);
+    const auto steps = static_cast<float>(t.qmax - t.qmin);
+    ScalarQParams q;
+    if (symmetric) {
+        q.scale = std::clamp(std::max(-loNeg, hiPos) / (steps / 2.0f), kFloatEps, kFloatMax);
+        if (!t.isSigned)
+            q.zeroPoint = type == QuantType::UInt8 && !reduceRange ? 128 : (t.qmin + t.qmax) / 2;
+    } else {
+        q.scale = std::clamp((hiPos - loNeg) / steps, kFloatEps, kFloatMax);
+        const float zp = static_cast<float>(t.qmin) - std::nearbyint(loNeg / q.scale);
+        q.zeroPoint = static_cast<std::int64_t>(
+            std::clamp(zp, static_cast<float>(t.qmin), static_cast<float>(t.qmax)));
+    }
+    return q;
 }
 
 at::Tensor quantize(const at::Tensor& input, const QParams& qparams)

@@ -111,6 +111,16 @@ struct QParams {
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
                       bool symmetric, const Granularity& granularity, bool reduceRange = false);
 
+/// chooseQParams for one per-tensor integer range, in scalars and bit for bit the same (the
+/// same float32 operations in the same order): what the real int8 kernels compute for a dynamic
+/// activation range without a dozen small tensor operations per layer. Integer types only.
+struct ScalarQParams {
+    float scale = 1.0f;
+    std::int64_t zeroPoint = 0;
+};
+ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bool symmetric,
+                                  bool reduceRange = false);
+
 /// The codes a QParams allows: the type's [qmin, qmax], or with reduceRange [-64, 64] for Int8
 /// and [0, 127] for UInt8 (onnxruntime's reduced ranges). So symmetric reduced int8 has
 /// scale = absmax / 64, as onnxruntime computes it.

@@ -375,6 +375,41 @@ at::Tensor int8Accumulate(const at::Tensor& xCodes, const at::Tensor& xZeroPoint
 }
 
 /// Weights of one layer prepared for one kernel on one device.
+/// Activation quantization as the own int8 kernels take it: plain arrays, built once for a
+/// static scale, or per call from a dynamic range (no small tensor ops on the hot path).
+struct ActQuant {
+    std::vector<float> scale;          ///< [1] or [M]
+    std::vector<float> inv;            ///< float32 reciprocal of each scale (as quantize())
+    std::vector<std::int32_t> zeroPoint;  ///< codes, as the type counts them
+    std::vector<std::int32_t> zeroU8;  ///< zeroPoint + shift (the GEMM's u8 zero points)
+    bool perRow = false;
+    std::int32_t qmin = 0, qmax = 255, shift = 0;
+};
+
+/// ActQuant of a QParams (any device; read back to the CPU).
+ActQuant actQuantOf(const QParams& qp)
+{
+    ActQuant a;
+    const at::Tensor scale = qp.scale.to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
+    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
+                                                  : at::zeros({1}, at::kLong))
+                              .to(at::kCPU, at::kInt)
+                              .contiguous();
+    a.scale.assign(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
+    a.zeroPoint.assign(zp.data_ptr<std::int32_t>(), zp.data_ptr<std::int32_t>() + zp.numel());
+    a.perRow = a.scale.size() != 1;
+    const auto [qmin, qmax] = codeRange(qp.type, qp.reduceRange);
+    a.qmin = static_cast<std::int32_t>(qmin);
+    a.qmax = static_cast<std::int32_t>(qmax);
+    // int8 codes go in as u = q + 128 with zero point zp + 128 (see kernels/lowbit.h).
+    a.shift = qp.type == QuantType::Int8 ? 128 : 0;
+    for (float s : a.scale)
+        a.inv.push_back(1.0f / s);  // at::reciprocal's float32 division
+    for (std::int32_t z : a.zeroPoint)
+        a.zeroU8.push_back(z + a.shift);
+    return a;
+}
+
 struct Prepared {
     KernelPlan plan;
     std::int64_t n = 0;           ///< output features
@@ -391,6 +426,7 @@ struct Prepared {
     at::Tensor weightHalf;        ///< Int8 with outliers: fp16-rounded float32 view [N, K]
     at::Tensor smooth;            ///< SmoothQuant divisor per input channel (undefined: off)
     std::optional<QParams> act;   ///< static activation qparams, on the device
+    std::optional<ActQuant> actQuant;  ///< Int8 with plan.own: `act` as the kernel takes it
     /// Int8 with plan.own: the weights packed for the VNNI GEMM (shared: Prepared is copied).
     std::shared_ptr<const kernels::Int8PackedWeight> own8;
     /// Nibble4WeightOnly: codes, group scales and offsets packed for the AVX-512 kernel.
@@ -558,6 +594,8 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
             p.own8 = std::make_shared<const kernels::Int8PackedWeight>(
                 kernels::packInt8Weight(codes.data_ptr<std::int8_t>(), p.n, p.k, p.k));
             p.kPadded = p.own8->kPadded;
+            if (p.act)
+                p.actQuant = actQuantOf(*p.act);
             break;
         }
         const Int8Weight w = packInt8Weight(quantize(view, lq.weight));
@@ -605,39 +643,46 @@ at::Tensor scaleAccumulator(const at::Tensor& acc, const at::Tensor& xScale,
 
 /// BitLens's int8 path: the rows quantized with `qp` exactly as quantize() does (fused in one
 /// pass), the VNNI GEMM, and the scaling (and `bias`, when defined) fused into its epilogue.
-at::Tensor ownInt8(const at::Tensor& rows, const QParams& qp, const Prepared& p,
+at::Tensor ownInt8(const at::Tensor& rows, const ActQuant& a, const Prepared& p,
                    const at::Tensor& bias)
 {
     const at::Tensor x = rows.to(at::kFloat).contiguous();
     const std::int64_t m = x.size(0);
     // Per-tensor: one scale; per-token: one per row (the same thing when M = 1).
-    const at::Tensor scale = qp.scale.to(at::kFloat).reshape({-1}).contiguous();
-    const bool perRow = scale.numel() != 1;
-    TORCH_CHECK(!perRow || scale.numel() == m, "int8 kernel: ", scale.numel(), " scales for ", m,
-                " rows");
-    const at::Tensor inv = at::reciprocal(scale);  // the float32 reciprocal quantize() uses
-    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
-                                                  : at::zeros({1}, at::kLong))
-                              .to(at::kInt)
-                              .contiguous();
-    const QuantTypeTraits& t = traits(qp.type);
-    // int8 codes go in as u = q + 128 with zero point zp + 128 (see kernels/lowbit.h).
-    const std::int32_t shift = qp.type == QuantType::Int8 ? 128 : 0;
+    TORCH_CHECK(!a.perRow || static_cast<std::int64_t>(a.scale.size()) == m, "int8 kernel: ",
+                a.scale.size(), " scales for ", m, " rows");
     const kernels::Int8PackedWeight& w = *p.own8;
     at::Tensor u = at::empty({m, w.kPadded}, at::kByte);
-    kernels::quantizeRowsU8(x.data_ptr<float>(), m, p.k, p.k, inv.data_ptr<float>(),
-                            zp.data_ptr<std::int32_t>(), perRow, static_cast<std::int32_t>(t.qmin),
-                            static_cast<std::int32_t>(t.qmax), shift, u.data_ptr<std::uint8_t>(),
+    kernels::quantizeRowsU8(x.data_ptr<float>(), m, p.k, p.k, a.inv.data(), a.zeroPoint.data(),
+                            a.perRow, a.qmin, a.qmax, a.shift, u.data_ptr<std::uint8_t>(),
                             w.kPadded);
-    const at::Tensor zx = (zp + shift).contiguous();
     at::Tensor y = at::empty({m, p.n});
-    const kernels::Int8Epilogue epilogue{scale.data_ptr<float>(), perRow,
-                                         p.scale.data_ptr<float>(),
+    const kernels::Int8Epilogue epilogue{a.scale.data(), a.perRow, p.scale.data_ptr<float>(),
                                          bias.defined() ? bias.data_ptr<float>() : nullptr};
-    kernels::int8GemmF32({u.data_ptr<std::uint8_t>(), m, w.kPadded,
-                              zx.data_ptr<std::int32_t>(), perRow},
-                             w, epilogue, y.data_ptr<float>());
+    kernels::int8GemmF32({u.data_ptr<std::uint8_t>(), m, w.kPadded, a.zeroU8.data(), a.perRow},
+                         w, epilogue, y.data_ptr<float>());
     return y;
+}
+
+/// The dynamic per-tensor activation quantization of x (float32, contiguous, CPU) for the
+/// own kernel: min / max with the vector kernel and chooseQParamsScalar, bit for bit what
+/// dynamicQParams gives.
+ActQuant dynamicActQuant(const at::Tensor& x, const LayerConfig& c)
+{
+    float lo = 0.0f, hi = 0.0f;
+    if (x.numel() > 0)
+        kernels::minMaxF32(x.data_ptr<float>(), x.numel(), &lo, &hi);
+    const ScalarQParams q = chooseQParamsScalar(lo, hi, c.actType, c.actSymmetric);
+    ActQuant a;
+    a.scale = {q.scale};
+    a.inv = {1.0f / q.scale};
+    a.zeroPoint = {static_cast<std::int32_t>(q.zeroPoint)};
+    const auto [qmin, qmax] = codeRange(c.actType, false);
+    a.qmin = static_cast<std::int32_t>(qmin);
+    a.qmax = static_cast<std::int32_t>(qmax);
+    a.shift = c.actType == QuantType::Int8 ? 128 : 0;
+    a.zeroU8 = {a.zeroPoint[0] + a.shift};
+    return a;
 }
 
 /// The 2-D geometry of a Conv node on an input of H x W (ONNX pads / auto_pad resolved as the
@@ -821,7 +866,7 @@ at::Tensor runInt8(const LayerQuant& lq, const Prepared& p, const at::Tensor& x,
     const LayerConfig& c = lq.config;
     const auto codesAndScale = [&](const at::Tensor& rows, const QParams& qp) {
         if (p.plan.own)
-            return ownInt8(rows, qp, p, bias);
+            return ownInt8(rows, actQuantOf(qp), p, bias);
         // Per-tensor qparams apply to any shape, per-token ones to the [tokens, K] rows.
         const at::Tensor codes = quantize(rows, qp);
         // Symmetric int8 codes have zero point 0: no correction (see int8Accumulate).
@@ -831,7 +876,12 @@ at::Tensor runInt8(const LayerQuant& lq, const Prepared& p, const at::Tensor& x,
         return scaleAccumulator(acc, qp.scale.to(acc.device(), at::kFloat), p.scale);
     };
     if (c.actMode == ActMode::Static)
-        return codesAndScale(x2d, *p.act);
+        return p.actQuant ? ownInt8(x2d, *p.actQuant, p, bias) : codesAndScale(x2d, *p.act);
+    // The hot path of dynamic-int8 on the CPU: the range and the qparams in scalars, not a
+    // dozen small tensor operations (which cost more than the GEMM on small layers).
+    if (!p.plan.outliers && p.plan.own && c.actGranularity.kind != Granularity::Kind::PerToken &&
+        x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous())
+        return ownInt8(x2d, dynamicActQuant(x, c), p, bias);
     if (!p.plan.outliers)
         return codesAndScale(x2d, dynamicQParams(x, c));
 

@@ -9,6 +9,8 @@
 #include <c10/util/Float8_e4m3fn.h>
 #include <c10/util/Float8_e5m2.h>
 #include <gtest/gtest.h>
+#include <cstring>
+#include <random>
 
 #include <cmath>
 #include <cstdint>
@@ -1025,6 +1027,40 @@ TEST(QuantReduceRange, Int8OnSevenBitsAsOnnxruntimeAndTorch)
     const QParams wide = chooseQParams(lo, hi, QuantType::Int8, true, Granularity::perChannel(0));
     EXPECT_FALSE(wide.reduceRange);
     EXPECT_GT(quantize(w, wide).abs().max().item<std::int64_t>(), 64);
+}
+
+TEST(QuantScalar, PerTensorQParamsEqualChooseQParamsBitForBit)
+{
+    std::mt19937 rng(21);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    std::vector<std::pair<float, float>> ranges = {
+        {0.0f, 0.0f}, {-1.0f, 1.0f}, {-0.15625f, 15.78125f}, {0.3f, 0.9f}, {-7.0f, -2.0f},
+        {std::numeric_limits<float>::quiet_NaN(), 1.0f}, {-std::numeric_limits<float>::infinity(), 2.0f},
+        {-1.0f, std::numeric_limits<float>::infinity()}, {-1e-30f, 1e-30f}, {-3e38f, 3e38f}};
+    for (int i = 0; i < 2000; ++i) {
+        const float e = std::pow(10.0f, 6.0f * unit(rng));
+        ranges.emplace_back(std::min(0.0f, unit(rng)) * e, std::max(0.0f, unit(rng)) * e);
+        ranges.emplace_back(unit(rng) * e, unit(rng) * e + e);
+    }
+    for (QuantType type : {QuantType::Int8, QuantType::UInt8, QuantType::Int4, QuantType::UInt4}) {
+        for (bool symmetric : {false, true}) {
+            for (bool reduce : {false, true}) {
+                if (reduce && !supportsReduceRange(type))
+                    continue;
+                for (const auto& [lo, hi] : ranges) {
+                    const QParams want = chooseQParams(at::full({}, lo), at::full({}, hi), type,
+                                                       symmetric, Granularity::perTensor(), reduce);
+                    const ScalarQParams got = chooseQParamsScalar(lo, hi, type, symmetric, reduce);
+                    const float ws = want.scale.item<float>();
+                    ASSERT_EQ(std::memcmp(&ws, &got.scale, sizeof(float)), 0)
+                        << traits(type).name << " sym " << symmetric << " reduce " << reduce
+                        << " [" << lo << ", " << hi << "]: " << ws << " vs " << got.scale;
+                    ASSERT_EQ(want.zeroPoint.item<std::int64_t>(), got.zeroPoint)
+                        << traits(type).name << " [" << lo << ", " << hi << "]";
+                }
+            }
+        }
+    }
 }
 
 } // namespace bitlens::quant
