@@ -61,6 +61,8 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
                 }
                 if (const nlohmann::json* throughput = rj::object(run, "throughput")) {
                     row.samplesPerS = rj::number(*throughput, "quantized_samples_per_s");
+                    row.floatSamplesPerS = rj::number(*throughput, "float_samples_per_s");
+                    row.why = rj::text(*throughput, "why");
                     if (const nlohmann::json* kernels = rj::object(*throughput, "kernels"))
                         for (const auto& kernel : kernels->items()) {
                             ++row.kernelLayers;
@@ -128,6 +130,8 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
                    | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole && column == Size && row.sizeBytes)
         return tr("%1 bytes").arg(*row.sizeBytes, 0, 'f', 0);
+    if (role == Qt::ToolTipRole && (column == Throughput || column == Kernels) && !row.why.isEmpty())
+        return tr("Slower than float32: %1").arg(row.why);
     if (role != Qt::DisplayRole)
         return {};
     const QString none = QStringLiteral("–");
@@ -149,7 +153,14 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
         if (!row.minSqnrDb)
             return none;
         return std::isinf(*row.minSqnrDb) ? tr("exact") : QString::number(*row.minSqnrDb, 'f', 1);
-    case Throughput: return row.samplesPerS ? QString::number(*row.samplesPerS, 'f', 0) : none;
+    case Throughput:
+        if (!row.samplesPerS)
+            return none;
+        if (row.floatSamplesPerS && *row.floatSamplesPerS > 0)
+            return tr("%1 (%2x float)")
+                .arg(QString::number(*row.samplesPerS, 'f', 0))
+                .arg(*row.samplesPerS / *row.floatSamplesPerS, 0, 'f', 2);
+        return QString::number(*row.samplesPerS, 'f', 0);
     case Kernels:
         return row.kernelLayers > 0
                    ? tr("%1 of %2 layers real").arg(row.realKernels).arg(row.kernelLayers)

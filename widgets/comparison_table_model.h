@@ -57,6 +57,8 @@ private:
         std::optional<double> sizeRatio;
         std::optional<double> minSqnrDb;   // +inf when every layer is exact
         std::optional<double> samplesPerS;
+        std::optional<double> floatSamplesPerS;
+        QString why;                       // throughput.why: why slower than float, in words
         int realKernels = 0;
         int kernelLayers = 0;
     };

@@ -136,6 +136,9 @@ void ExportController::chooseExport()
             return fits ? QString() : reasonText(fits.error());
         },
         &m_window);
+    dialog->setAdvice([run](const QString& format) {
+        return QString::fromStdString(exportAdvice(run, format.toStdString()));
+    });
     const QString format = settings.value(QStringLiteral("export/format")).toString();
     if (!format.isEmpty())
         dialog->setFormat(format);

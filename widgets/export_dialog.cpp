@@ -85,6 +85,14 @@ ExportDialog::ExportDialog(const QString& run, const QString& path, FormatCheck 
         "QLabel { color: #8a1010; background: #fdecec; border: 1px solid #e0a0a0; "
         "border-radius: 3px; padding: 6px; }"));
     m_problemLabel->hide();
+    m_adviceLabel = new QLabel;
+    m_adviceLabel->setObjectName(QStringLiteral("exportAdvice"));
+    m_adviceLabel->setWordWrap(true);
+    m_adviceLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_adviceLabel->setStyleSheet(QStringLiteral(
+        "QLabel { background: #eef4fb; border: 1px solid #a8c4e0; border-radius: 3px; "
+        "padding: 6px; }"));
+    m_adviceLabel->hide();
 
     auto* form = new QFormLayout;
     form->addRow(tr("Run:"), runLabel);
@@ -100,6 +108,7 @@ ExportDialog::ExportDialog(const QString& run, const QString& path, FormatCheck 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(form);
     layout->addWidget(m_problemLabel);
+    layout->addWidget(m_adviceLabel);
     layout->addStretch(1);
     layout->addWidget(buttons);
 
@@ -140,7 +149,16 @@ void ExportDialog::onFormatChanged()
                                 : tr("Cannot export to %1: %2")
                                       .arg(exportFormatLabel(chosen), m_problem));
     m_problemLabel->setVisible(!m_problem.isEmpty());
+    m_advice = m_problem.isEmpty() && m_adviceCheck ? m_adviceCheck(chosen) : QString();
+    m_adviceLabel->setText(m_advice.isEmpty() ? QString() : tr("Note: %1.").arg(m_advice));
+    m_adviceLabel->setVisible(!m_advice.isEmpty());
     updateState();
+}
+
+void ExportDialog::setAdvice(FormatCheck advice)
+{
+    m_adviceCheck = std::move(advice);
+    onFormatChanged();
 }
 
 void ExportDialog::browse()

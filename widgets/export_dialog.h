@@ -52,6 +52,11 @@ public:
     void setVerifyAfterExport(bool verify);
     /// Why the chosen format cannot hold the run's scheme (empty when it can).
     QString problem() const { return m_problem; }
+    /// Advice for a format that can hold the scheme (shown, not blocking: e.g. onnxruntime's
+    /// saturation on CPUs without VNNI); the function returns "" when there is none.
+    void setAdvice(FormatCheck advice);
+    /// The advice shown for the chosen format ("" when none).
+    QString advice() const { return m_advice; }
     /// The Export button (disabled while the format cannot hold the scheme or no file is set).
     QPushButton* exportButton() const { return m_exportButton; }
 
@@ -67,6 +72,9 @@ private:
     QLabel* m_problemLabel;
     QPushButton* m_exportButton;
     QString m_problem;
+    FormatCheck m_adviceCheck;
+    QString m_advice;
+    QLabel* m_adviceLabel = nullptr;
     QString m_lastFormat;
 };
 

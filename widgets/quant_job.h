@@ -52,6 +52,11 @@ inline Result<void> checkExport(const QuantRequest& run, const std::string& form
 {
     return workspace::checkExport(run, format);
 }
+/// Advice for exporting `run` to `format` (workspace::exportAdvice), or "".
+inline std::string exportAdvice(const QuantRequest& run, const std::string& format)
+{
+    return workspace::exportAdvice(run, format);
+}
 /// The scheme string and layer overrides a report.json's run ran with.
 Result<QuantRequest> runOfReport(const nlohmann::json& report);
 

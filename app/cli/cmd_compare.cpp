@@ -37,8 +37,9 @@ int cmdCompare(const Args& args)
         const analysis::QuantReport& report = *run.details;
         const auto& floatMetric = report.metricFloat;
         if (first) {
-            std::printf("%-40s %8s %8s %8s %9s %10s %7s\n", "scheme", "metric", "drop", "size",
-                        "min SQNR", "samples/s", "time s");
+            std::printf("%-40s %8s %8s %8s %9s %10s %7s %7s  %s\n", "scheme", "metric", "drop",
+                        "size", "min SQNR", "samples/s", "x float", "time s",
+                        "why slower than float");
             if (floatMetric)
                 std::printf("%-40s %8.4f %8s %8s %9s %10s %7s\n", "float32", floatMetric->value,
                             "", "1.000", "", "", "");
@@ -48,15 +49,18 @@ int cmdCompare(const Args& args)
         for (const auto& l : report.layers)
             minSqnr = std::min(minSqnr, l.accumulated.sqnrDb);
         const double q = report.metricQuantized ? report.metricQuantized->value : NAN;
-        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %10.0f %7.1f\n",
+        const auto& t = report.throughput;
+        const double speedup = t.floatSamplesPerS > 0 ? t.quantizedSamplesPerS / t.floatSamplesPerS
+                                                      : NAN;
+        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %10.0f %7.2f %7.1f  %s\n",
                     report.schemeSpec.substr(0, 40).c_str(), q,
                     !floatMetric                          ? NAN
                     : floatMetric->name == "perplexity" ? 100.0 * (q / floatMetric->value - 1.0)
                                                         : 100.0 * (q - floatMetric->value),
                     static_cast<double>(report.sizeQuantized) /
                         static_cast<double>(report.sizeFloat),
-                    dbText(minSqnr).c_str(), report.throughput.quantizedSamplesPerS,
-                    report.seconds);
+                    dbText(minSqnr).c_str(), report.throughput.quantizedSamplesPerS, speedup,
+                    report.seconds, analysis::throughputWhy(t).c_str());
         std::fflush(stdout);
     };
     auto runs = workspace::compare(**ws, *request, specs, Progress::none(), CancelToken(), printRow);

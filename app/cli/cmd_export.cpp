@@ -82,6 +82,10 @@ int cmdExport(const Args& args)
     if (auto r = workspace::checkExport(*run, args.get("--format"), args.get("--out"), ws->get());
         !r)
         return fail(r.error());
+    if (const std::string advice =
+            workspace::exportAdvice(*run, args.get("--format"), args.get("--out"));
+        !advice.empty() && !args.has("--quiet"))
+        std::cerr << "note: " << advice << "\n";
 
     // With --report the full analysis runs (as `quantize`) and its model is exported; without,
     // only the preparation.

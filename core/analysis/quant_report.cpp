@@ -411,4 +411,49 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
     return rows;
 }
 
+std::string throughputWhy(const Throughput& t)
+{
+    if (t.floatSamplesPerS <= 0.0 || t.quantizedSamplesPerS <= 0.0 ||
+        t.quantizedSamplesPerS >= t.floatSamplesPerS)
+        return {};
+    std::size_t simulated = 0;
+    std::string firstReason;
+    for (const auto& [layer, kernel] : t.kernels) {
+        if (kernel.rfind("simulated", 0) != 0)
+            continue;
+        ++simulated;
+        if (firstReason.empty()) {
+            const auto colon = kernel.find(": ");
+            firstReason = layer + ": " +
+                          (colon == std::string::npos ? kernel : kernel.substr(colon + 2));
+        }
+    }
+    std::string why;
+    if (simulated > 0)
+        why = (simulated == t.kernels.size()
+                   ? std::string("every layer simulated (fake-quant in float32")
+                   : std::to_string(simulated) + " of " + std::to_string(t.kernels.size()) +
+                         " layers simulated (fake-quant in float32") +
+              (firstReason.empty() ? std::string(")") : "; " + firstReason + ")");
+    if (!t.notes.empty()) {
+        std::string slow;
+        std::size_t shown = 0;
+        for (const auto& [layer, note] : t.notes) {
+            if (shown == 2)
+                break;
+            const auto open = note.find('(');
+            slow += (shown++ ? ", " : "") + layer +
+                    (open == std::string::npos ? std::string() : " " + note.substr(open));
+        }
+        if (t.notes.size() > shown)
+            slow += " and " + std::to_string(t.notes.size() - shown) + " more";
+        why += (why.empty() ? "" : "; ") + std::string("real kernel slower than float32 here: ") +
+               slow;
+    }
+    if (why.empty())
+        why = "every layer ran a real kernel at least as fast as float32; the cost is outside "
+              "the layers (input quantization, layout changes between them)";
+    return why;
+}
+
 } // namespace bitlens::analysis

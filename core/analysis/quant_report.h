@@ -79,6 +79,13 @@ struct Throughput {
     std::map<std::string, std::string> notes;
 };
 
+/// Why a quantized model runs slower than its float one, in words ("" when it does not, or when
+/// nothing was measured): which layers stayed simulated (and the first reason), or which real
+/// kernels measured slower than float32 here, or, when every layer ran a real kernel at least
+/// as fast as float, that the cost is outside the layers. For compare tables (CLI and window)
+/// and report.json's throughput.why, so a loss is never shown without its reason.
+std::string throughputWhy(const Throughput& t);
+
 /// Everything `quantize` reports.
 struct QuantReport {
     std::string modelPath;

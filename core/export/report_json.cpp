@@ -158,6 +158,8 @@ json throughputToJson(const analysis::Throughput& t)
         j["isa_note"] = t.isaNote;
     if (!t.notes.empty())
         j["notes"] = t.notes;
+    if (const std::string why = analysis::throughputWhy(t); !why.empty())
+        j["why"] = why;
     return j;
 }
 

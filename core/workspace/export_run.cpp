@@ -275,6 +275,29 @@ Result<void> checkExport(const RunRequest& run, const std::string& format,
     return {};
 }
 
+std::string exportAdvice(const RunRequest& run, const std::string& format,
+                         const std::string& path)
+{
+    auto scheme = detail::schemeOf(run.scheme, run.overrides);
+    auto parsed = formatOf(format, path);
+    if (!scheme || !parsed || *parsed != exporting::ExportFormat::Onnx)
+        return {};
+    const auto saturates = [](const quant::LayerConfig& c) {
+        return !c.keepFloat && !c.ggmlType && c.weightType == quant::QuantType::Int8 &&
+               !c.reduceRange && c.actType == quant::QuantType::UInt8 &&
+               (c.actMode == quant::ActMode::Static || c.actMode == quant::ActMode::Dynamic);
+    };
+    bool any = saturates(scheme->config);
+    for (const auto& [layer, config] : scheme->overrides)
+        any = any || (config && saturates(*config));
+    if (!any)
+        return {};
+    return "onnxruntime's u8 x s8 kernels on CPUs without VNNI (AVX2 only) add pairs of "
+           "products in 16 bits and can saturate with 8-bit weight codes, so its results can "
+           "differ there (on fashion-cnn by up to 1.5 of the logits); quantize with "
+           "reduce-range=true (7-bit weights, as onnxruntime's reduce_range) to rule it out";
+}
+
 Result<std::string> exportFormatOfPath(const std::string& path)
 {
     auto format = exporting::formatFromPath(path);

@@ -226,6 +226,12 @@ Result<Exported> verifyFile(Workspace& ws, const ExportRequest& request, Progres
 /// hold the scheme of `run` — and, with a workspace, its model. Parsing only.
 Result<void> checkExport(const RunRequest& run, const std::string& format,
                          const std::string& path = {}, const Workspace* ws = nullptr);
+/// Advice (not an error) for exporting `run` to `format`: for ONNX with 8-bit weight codes and
+/// u8 activations, that onnxruntime's u8 x s8 kernels on CPUs without VNNI add pairs of
+/// products in 16 bits and can saturate, and that `reduce-range=true` rules it out. Empty when
+/// there is nothing to say (or the run does not parse: checkExport reports that).
+std::string exportAdvice(const RunRequest& run, const std::string& format,
+                         const std::string& path = {});
 /// The format a file name asks for by its extension ("onnx", ...); Usage error otherwise.
 Result<std::string> exportFormatOfPath(const std::string& path);
 /// The scheme string and layer overrides a report.json's run ran with, read back from its

@@ -46,7 +46,9 @@ private Q_SLOTS:
         QCOMPARE(text(0, Model::Change), QStringLiteral("-0.05"));
         QCOMPARE(text(0, Model::Size), QStringLiteral("413.4 KiB (0.251)"));
         QCOMPARE(text(0, Model::MinSqnr), QStringLiteral("34.6"));
-        QCOMPARE(text(0, Model::Throughput), QStringLiteral("5333"));
+        QCOMPARE(text(0, Model::Throughput), QStringLiteral("5333 (0.72x float)"));
+        // An old compare file has no throughput.why: no tooltip is made up.
+        QVERIFY(model.index(0, Model::Throughput).data(Qt::ToolTipRole).isNull());
         QCOMPARE(text(0, Model::Kernels), QStringLiteral("2 of 4 layers real"));
         QCOMPARE(text(2, Model::Kernels), QStringLiteral("0 of 4 layers real")); // nf4
         QCOMPARE(text(4, Model::Change), QStringLiteral("+0.05"));              // bf16
@@ -55,6 +57,22 @@ private Q_SLOTS:
                  QStringLiteral("Top-1 accuracy"));
         QCOMPARE(model.headerData(Model::Change, Qt::Horizontal).toString(),
                  QStringLiteral("Change (points)"));
+    }
+
+    void slowerRowsSayWhy()
+    {
+        // throughput.why (core's analysis::throughputWhy) becomes the tooltip of the row's
+        // throughput and kernel cells.
+        nlohmann::json compare = loadReport("fashion-cnn-compare.json");
+        compare["runs"][0]["throughput"]["why"] =
+            "real kernel slower than float32 here: block1.conv (0.58 ms vs 0.53 ms per batch)";
+        Model model;
+        model.setComparison(compare);
+        const QString tip = model.index(0, Model::Throughput).data(Qt::ToolTipRole).toString();
+        QVERIFY2(tip.startsWith(QLatin1String("Slower than float32: real kernel slower")),
+                 qPrintable(tip));
+        QCOMPARE(model.index(0, Model::Kernels).data(Qt::ToolTipRole).toString(), tip);
+        QVERIFY(model.index(1, Model::Throughput).data(Qt::ToolTipRole).isNull());
     }
 
     void sortsByRawNumbers()

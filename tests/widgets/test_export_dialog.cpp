@@ -8,6 +8,7 @@
 #include "export_view.h"
 #include "job_runner.h"
 #include "main_window.h"
+#include "quant_job.h"
 #include "report_view.h"
 
 #include "zoo/zoo.h"
@@ -17,6 +18,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QLabel>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -34,6 +36,7 @@ class TestExportDialog : public QObject {
 private Q_SLOTS:
     void initTestCase();
     void extensionsFollowTheFormat();
+    void onnxSaturationAdviceFollowsTheScheme();
     void exportOnnxAndVerifyThroughTheDialog();
     void verifyExistingFileAndLoudMismatch();
     void cancelAtAnyMomentLeavesNoFile();
@@ -130,6 +133,41 @@ void TestExportDialog::extensionsFollowTheFormat()
     QVERIFY(dialog.exportButton()->isEnabled());
     dialog.setPath(QString());
     QVERIFY(!dialog.exportButton()->isEnabled());
+}
+
+void TestExportDialog::onnxSaturationAdviceFollowsTheScheme()
+{
+    // The core's advice: 8-bit int8 weights with u8 activations to ONNX get the note about
+    // onnxruntime's saturation on CPUs without VNNI; reduce-range, weight-only schemes and other
+    // formats do not.
+    using bitlens::widgets::exportAdvice;
+    bitlens::widgets::QuantRequest run;
+    run.scheme = "static-int8";
+    QVERIFY(QString::fromStdString(exportAdvice(run, "onnx")).contains(QLatin1String("reduce-range=true")));
+    QVERIFY(exportAdvice(run, "safetensors").empty());
+    run.scheme = "static-int8:reduce-range=true";
+    QVERIFY(exportAdvice(run, "onnx").empty());
+    run.scheme = "w4-int4";
+    QVERIFY(exportAdvice(run, "onnx").empty());
+    run.scheme = "dynamic-int8";
+    QVERIFY(!exportAdvice(run, "onnx").empty());
+
+    ExportDialog dialog(QStringLiteral("static-int8 on fashion-cnn"), QStringLiteral("/tmp/model"),
+                        [](const QString&) { return QString(); });
+    run.scheme = "static-int8";
+    dialog.setAdvice([run](const QString& format) {
+        return QString::fromStdString(exportAdvice(run, format.toStdString()));
+    });
+    dialog.show();
+    auto* label = dialog.findChild<QLabel*>(QStringLiteral("exportAdvice"));
+    QVERIFY(label);
+    QCOMPARE(dialog.format(), QStringLiteral("onnx"));
+    QVERIFY(label->isVisible());
+    QVERIFY(label->text().contains(QLatin1String("without VNNI")));
+    QVERIFY(dialog.exportButton()->isEnabled());  // advice, not a refusal
+    dialog.setFormat(QStringLiteral("gguf"));
+    QVERIFY(!label->isVisible());
+    QVERIFY(dialog.advice().isEmpty());
 }
 
 void TestExportDialog::exportOnnxAndVerifyThroughTheDialog()
