@@ -170,6 +170,10 @@ void SqnrChart::layoutOverlays()
         const QPointF top = chart()->mapToPosition(QPointF(x, m_exactHeight), m_series);
         const QRectF box = label.item->boundingRect();
         label.item->setPos(top.x() - box.width() / 2, top.y() + 2);
+        // Layers scrolled out of the window keep their label hidden.
+        const QRectF area = chart()->plotArea();
+        label.item->setVisible(top.x() >= area.left() && top.x() <= area.right()
+                               && box.width() <= area.width() / std::max(1, visibleLayerCount()));
         label.item->setBrush(Qt::white);
     }
 }
