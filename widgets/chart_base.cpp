@@ -1,6 +1,7 @@
 #include "chart_base.h"
 
 #include <QGraphicsLineItem>
+#include <QFontMetrics>
 #include <QPen>
 #include <QTimer>
 
@@ -144,6 +145,21 @@ void ChartBase::placeMessage()
     if (!m_messageItem->isVisible())
         return;
     const QRectF area = chart()->plotArea().isEmpty() ? chart()->rect() : chart()->plotArea();
+    // A message wider than the chart breaks at spaces instead of running off its edge.
+    const QFontMetrics metrics(m_messageItem->font());
+    QStringList lines;
+    QString line;
+    for (const QString& word : m_message.split(QLatin1Char(' '))) {
+        const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+        if (!line.isEmpty() && metrics.horizontalAdvance(longer) > area.width() - 16) {
+            lines << line;
+            line = word;
+        } else {
+            line = longer;
+        }
+    }
+    lines << line;
+    m_messageItem->setText(lines.join(QLatin1Char('\n')));
     const QRectF box = m_messageItem->boundingRect();
     m_messageItem->setPos(area.center() - QPointF(box.width() / 2, box.height() / 2));
 }
@@ -291,6 +307,14 @@ void ChartBase::scrollToLayer(int first)
     m_firstLayer = first;
     updateLayerWindow();
     layoutOverlays();
+}
+
+void ChartBase::ensureLayerVisible(int index)
+{
+    if (index < 0 || index >= layerCount() || !isScrollable())
+        return;
+    if (index < m_firstLayer || index >= m_firstLayer + m_visibleLayers)
+        scrollToLayer(index - m_visibleLayers / 2);
 }
 
 void ChartBase::wheelEvent(QWheelEvent* event)

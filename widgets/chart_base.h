@@ -60,6 +60,8 @@ public:
     void zoomLayers(int count);
     /// Scrolls so that layer `first` is the first shown.
     void scrollToLayer(int first);
+    /// Scrolls (when needed) so that layer `index` is shown, about in the middle.
+    void ensureLayerVisible(int index);
     /// True when the value axis is logarithmic (one bar dwarfs the rest).
     bool logScale() const { return m_logScale; }
 

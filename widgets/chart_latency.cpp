@@ -97,7 +97,7 @@ void LayerLatencyChart::build(const nlohmann::json& report)
                 if (v > 0)
                     smallest = std::min(smallest, v);
         logAxis->setRange(std::pow(10.0, std::floor(std::log10(smallest))),
-                          std::pow(10.0, std::ceil(std::log10(largest * 1.1))));
+                          largest * 1.6);
     } else {
         setRoundTicks(axisY, 0.0, std::max(largest, 1e-6) * 1.1, 6);
     }

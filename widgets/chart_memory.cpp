@@ -104,7 +104,7 @@ void MemoryChart::build(const nlohmann::json& report)
             if (v > 0)
                 smallest = std::min(smallest, v);
         logAxis->setRange(std::pow(10.0, std::floor(std::log10(smallest / divisor))),
-                          std::pow(10.0, std::ceil(std::log10(largest / divisor * 1.1))));
+                          largest / divisor * 1.6);
     } else {
         setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
     }

@@ -172,8 +172,8 @@ void SqnrChart::layoutOverlays()
         label.item->setPos(top.x() - box.width() / 2, top.y() + 2);
         // Layers scrolled out of the window keep their label hidden.
         const QRectF area = chart()->plotArea();
-        label.item->setVisible(top.x() >= area.left() && top.x() <= area.right()
-                               && box.width() <= area.width() / std::max(1, visibleLayerCount()));
+        label.item->setVisible(area.width() < 50 || (top.x() >= area.left() && top.x() <= area.right()
+                               && box.width() <= area.width() / std::max(1, visibleLayerCount())));
         label.item->setBrush(Qt::white);
     }
 }
@@ -196,6 +196,7 @@ void SqnrChart::setSelectedLayer(const QString& name)
         if (index >= 0)
             set->selectBar(index);
     }
+    ensureLayerVisible(index);
 }
 
 void SqnrChart::onBarClicked(int index)

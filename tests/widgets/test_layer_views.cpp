@@ -319,6 +319,9 @@ private Q_SLOTS:
         QVERIFY(chart.barPixelWidth() >= 2.0);
         chart.zoomLayers(10);
         QCOMPARE(chart.visibleLayerCount(), 10);
+        // Selecting a layer out of the window scrolls to it.
+        chart.setSelectedLayer("net.features.700.conv");
+        QVERIFY(chart.firstVisibleLayer() <= 700 && 700 < chart.firstVisibleLayer() + 10);
         // Clicking a bar still names the full layer.
         QSignalSpy spy(&chart, &SqnrChart::layerClicked);
         chart.onBarClicked(999);
