@@ -172,8 +172,9 @@ void SqnrChart::layoutOverlays()
         label.item->setPos(top.x() - box.width() / 2, top.y() + 2);
         // Layers scrolled out of the window keep their label hidden.
         const QRectF area = chart()->plotArea();
-        label.item->setVisible(area.width() < 50 || (top.x() >= area.left() && top.x() <= area.right()
-                               && box.width() <= area.width() / std::max(1, visibleLayerCount())));
+        const bool inWindow = top.x() >= area.left() && top.x() <= area.right() &&
+                              box.width() <= area.width() / std::max(1, visibleLayerCount());
+        label.item->setVisible(area.width() < 50 || inWindow);
         label.item->setBrush(Qt::white);
     }
 }

@@ -376,8 +376,9 @@ QString LayerHeatmap::toolTipAt(const QPoint& pos) const
         return {};
     const int i = static_cast<int>(m_names.indexOf(name));
     QString where = tr("outside the grid");
-    if (const auto parsed = parseBlockLayer(name);
-        parsed && std::find(m_grid.outside.begin(), m_grid.outside.end(), i) == m_grid.outside.end())
+    const bool outside =
+        std::find(m_grid.outside.begin(), m_grid.outside.end(), i) != m_grid.outside.end();
+    if (const auto parsed = parseBlockLayer(name); parsed && !outside)
         where = tr("block %1, %2").arg(parsed->block).arg(parsed->projection);
     return QStringLiteral("<b>%1</b><br>%2<br>%3: %4")
         .arg(name.toHtmlEscaped(), where, metricName(m_metric).toHtmlEscaped(),
@@ -441,7 +442,7 @@ void LayerHeatmap::paintEvent(QPaintEvent*)
                Qt::AlignLeft | Qt::AlignVCenter,
                tr("Rows: block (layers.N) · columns: projection · %1 layers in the grid, %2 "
                   "outside · click a cell to select its layer, hover for its full name")
-                   .arg(static_cast<int>(m_names.size() - static_cast<qsizetype>(m_grid.outside.size())))
+                   .arg(static_cast<int>(m_names.size()) - static_cast<int>(m_grid.outside.size()))
                    .arg(m_grid.outside.size()));
 
     // Column headers (projection) and the axis captions.
@@ -496,8 +497,9 @@ void LayerHeatmap::paintEvent(QPaintEvent*)
     p.setFont(labelFont);
     for (int k = 0; k <= 4; ++k) {
         const double t = k / 4.0;
-        const double v = m_logColor ? std::exp(std::log(m_lo) + t * (std::log(m_hi) - std::log(m_lo)))
-                                    : m_lo + t * (m_hi - m_lo);
+        const double v = m_logColor
+                             ? std::exp(std::log(m_lo) + t * (std::log(m_hi) - std::log(m_lo)))
+                             : m_lo + t * (m_hi - m_lo);
         const int y = m_barRect.bottom() - static_cast<int>(t * (m_barRect.height() - 1));
         p.drawLine(m_barRect.right() + 1, y, m_barRect.right() + 4, y);
         p.drawText(QRect(m_barRect.right() + 6, y - 8, kBarLabelsW - 10, 16),

@@ -116,7 +116,8 @@ LayerGrid layerGrid(const QStringList& names)
             grid.columns << keys[i];
     }
     grid.blocks.assign(blocks.begin(), blocks.end());
-    grid.cell.assign(grid.blocks.size(), std::vector<int>(static_cast<std::size_t>(grid.columns.size()), -1));
+    grid.cell.assign(grid.blocks.size(),
+                     std::vector<int>(static_cast<std::size_t>(grid.columns.size()), -1));
     for (std::size_t i = 0; i < parsed.size(); ++i) {
         if (!parsed[i]) {
             grid.outside.push_back(static_cast<int>(i));
