@@ -273,6 +273,24 @@ private Q_SLOTS:
         saveShot(view, "report-view-layers-211");
     }
 
+    void heatmapShowsExactLayersAndHoles()
+    {
+        json report = transformerReport(3);
+        report["layers"][8]["sqnr_db"] = nullptr;  // 1.k kept in float: exact
+        report["layers"].erase(report["layers"].begin() + 20);  // 2.down missing
+        LayerHeatmap map;
+        map.resize(1500, 800);
+        map.setReport(report);
+        QCOMPARE(map.rowCount(), 3);
+        QCOMPARE(map.cellText(1, 1), QStringLiteral("exact"));
+        QVERIFY(map.toolTipAt(map.cellRect(1, 1).center()).contains("exact (infinite"));
+        QVERIFY(map.layerAt(2, 6).isEmpty());
+        QVERIFY(map.toolTipAt(map.cellRect(2, 6).center()).isEmpty());
+        QSignalSpy spy(&map, &LayerHeatmap::layerClicked);
+        QTest::mouseClick(&map, Qt::LeftButton, {}, map.cellRect(2, 6).center());
+        QCOMPARE(spy.count(), 0);  // a hole selects nothing
+    }
+
     void heatmapWithoutGridSaysSo()
     {
         LayerHeatmap map;
