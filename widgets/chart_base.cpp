@@ -114,6 +114,7 @@ void ChartBase::clearChart()
     m_layerLabels.clear();
     m_visibleLayers = 0;
     m_firstLayer = 0;
+    m_pendingCenter = -1;
     m_logScale = false;
     if (m_layerScroll) {
         m_layerScroll->hide();
@@ -252,6 +253,8 @@ void ChartBase::updateLayerWindow()
     int visible = m_zoomLayers > 0 ? std::clamp(m_zoomLayers, std::min(n, 3), std::min(n, densest))
                                    : std::min(n, readable);
     m_visibleLayers = visible;
+    if (m_pendingCenter >= 0)
+        m_firstLayer = m_pendingCenter - visible / 2;
     m_firstLayer = std::clamp(m_firstLayer, 0, n - visible);
     m_layerAxis->setRange(m_layerLabels[m_firstLayer], m_layerLabels[m_firstLayer + visible - 1]);
     const double group = plotWidth / visible;
@@ -297,6 +300,7 @@ double ChartBase::barPixelWidth() const
 
 void ChartBase::zoomLayers(int count)
 {
+    m_pendingCenter = -1;
     m_zoomLayers = std::max(1, count);
     updateLayerWindow();
     layoutOverlays();
@@ -304,6 +308,7 @@ void ChartBase::zoomLayers(int count)
 
 void ChartBase::scrollToLayer(int first)
 {
+    m_pendingCenter = -1;
     m_firstLayer = first;
     updateLayerWindow();
     layoutOverlays();
@@ -311,10 +316,16 @@ void ChartBase::scrollToLayer(int first)
 
 void ChartBase::ensureLayerVisible(int index)
 {
-    if (index < 0 || index >= layerCount() || !isScrollable())
+    if (index < 0 || index >= layerCount())
         return;
-    if (index < m_firstLayer || index >= m_firstLayer + m_visibleLayers)
-        scrollToLayer(index - m_visibleLayers / 2);
+    // Hidden or not laid out yet, the window is a guess: the layer stays the window's centre
+    // (through later resizes) until the user scrolls or zooms.
+    const bool laidOut = isVisible() && chart()->plotArea().width() >= 50;
+    if (!laidOut || index < m_firstLayer || index >= m_firstLayer + m_visibleLayers) {
+        m_pendingCenter = index;
+        updateLayerWindow();
+        layoutOverlays();
+    }
 }
 
 void ChartBase::wheelEvent(QWheelEvent* event)

@@ -123,6 +123,7 @@ private:
     int m_visibleLayers = 0;
     int m_firstLayer = 0;
     int m_zoomLayers = 0;  ///< 0: as many as fit with readable labels
+    int m_pendingCenter = -1;  ///< the selected layer kept centred until the user scrolls
     bool m_inLayerWindow = false;
     bool m_logScale = false;
     std::vector<QGraphicsItem*> m_overlays;

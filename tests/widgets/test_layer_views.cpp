@@ -264,6 +264,16 @@ private Q_SLOTS:
         QCOMPARE(map->metric(), LayerHeatmap::Metric::SqnrAccumulated);
         view.heatmapMetric()->setCurrentIndex(0);
         QTest::qWait(50);
+        // The SQNR bars scrolled the selected layer (index 66) into their window.
+        QVERIFY(view.showTab("Layers"));
+        QTest::qWait(50);
+        SqnrChart* bars = view.sqnrChart();
+        QVERIFY2(bars->firstVisibleLayer() <= 66 &&
+                     66 < bars->firstVisibleLayer() + bars->visibleLayerCount(),
+                 qPrintable(QStringLiteral("%1 + %2").arg(bars->firstVisibleLayer())
+                                .arg(bars->visibleLayerCount())));
+        QVERIFY(view.showTab("Layer map"));
+        QTest::qWait(50);
         saveShot(view, "report-view-layer-map-211");
         QVERIFY(view.showTab("Memory"));
         QTest::qWait(50);
