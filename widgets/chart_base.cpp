@@ -1,10 +1,16 @@
 #include "chart_base.h"
 
 #include <QGraphicsLineItem>
+#include <QFontMetrics>
 #include <QPen>
 #include <QTimer>
 
 #include "chart_export.h"
+#include "layer_names.h"
+
+#include <QLogValueAxis>
+#include <QScrollBar>
+#include <QWheelEvent>
 
 #include <QAbstractAxis>
 #include <QBarCategoryAxis>
@@ -70,8 +76,17 @@ ChartBase::ChartBase(QWidget* parent) : QChartView(new QChart, parent)
     m_messageItem->setBrush(QColor(0x59, 0x59, 0x59));
     m_messageItem->setZValue(10);
     connect(c, &QChart::plotAreaChanged, this, [this] {
+        updateLayerWindow();
         placeMessage();
         scheduleOverlayLayout();
+    });
+    m_layerScroll = new QScrollBar(Qt::Horizontal, this);
+    m_layerScroll->setObjectName(QStringLiteral("layerScroll"));
+    m_layerScroll->setToolTip(tr("Scroll the layers (mouse wheel); Ctrl+wheel zooms"));
+    m_layerScroll->hide();
+    connect(m_layerScroll, &QScrollBar::valueChanged, this, [this](int value) {
+        if (!m_inLayerWindow)
+            scrollToLayer(value);
     });
     showMessage(QStringLiteral("No data"));
 }
@@ -94,6 +109,17 @@ void ChartBase::clearChart()
         delete item;
     m_overlays.clear();
     m_lastToolTip.clear();
+    m_layerAxis = nullptr;
+    m_layerSeries = nullptr;
+    m_layerLabels.clear();
+    m_visibleLayers = 0;
+    m_firstLayer = 0;
+    m_pendingCenter = -1;
+    m_logScale = false;
+    if (m_layerScroll) {
+        m_layerScroll->hide();
+        c->setMargins(QMargins(6, 6, 6, 6));
+    }
 }
 
 void ChartBase::showMessage(const QString& text)
@@ -120,6 +146,21 @@ void ChartBase::placeMessage()
     if (!m_messageItem->isVisible())
         return;
     const QRectF area = chart()->plotArea().isEmpty() ? chart()->rect() : chart()->plotArea();
+    // A message wider than the chart breaks at spaces instead of running off its edge.
+    const QFontMetrics metrics(m_messageItem->font());
+    QStringList lines;
+    QString line;
+    for (const QString& word : m_message.split(QLatin1Char(' '))) {
+        const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+        if (!line.isEmpty() && metrics.horizontalAdvance(longer) > area.width() - 16) {
+            lines << line;
+            line = word;
+        } else {
+            line = longer;
+        }
+    }
+    lines << line;
+    m_messageItem->setText(lines.join(QLatin1Char('\n')));
     const QRectF box = m_messageItem->boundingRect();
     m_messageItem->setPos(area.center() - QPointF(box.width() / 2, box.height() / 2));
 }
@@ -154,7 +195,8 @@ QValueAxis* ChartBase::addValueAxis(const QString& title, Qt::Alignment alignmen
 }
 
 QBarSeries* ChartBase::addLayerBars(const QStringList& layers, const std::vector<QBarSet*>& sets,
-                                    const QString& valueTitle, QValueAxis** valueAxis)
+                                    const QString& valueTitle, QValueAxis** valueAxis,
+                                    QLogValueAxis** logAxis)
 {
     auto* series = new QBarSeries;
     for (QBarSet* set : sets)
@@ -162,15 +204,152 @@ QBarSeries* ChartBase::addLayerBars(const QStringList& layers, const std::vector
     series->setBarWidth(0.7);
     chart()->addSeries(series);
     auto* axisX = new QBarCategoryAxis;
-    axisX->append(layers);
+    m_layerLabels = shortLayerLabels(layers);
+    axisX->append(m_layerLabels);
     styleAxis(axisX, tr("Layer (graph order)"));
     chart()->addAxis(axisX, Qt::AlignBottom);
     series->attachAxis(axisX);
-    QValueAxis* axisY = addValueAxis(valueTitle, Qt::AlignLeft);
-    series->attachAxis(axisY);
-    if (valueAxis)
-        *valueAxis = axisY;
+    if (logAxis) {
+        auto* axisY = new QLogValueAxis;
+        axisY->setBase(10.0);
+        axisY->setLabelFormat(QStringLiteral("%g"));
+        axisY->setMinorTickCount(-1);
+        styleAxis(axisY, valueTitle + tr(", log scale"));
+        chart()->addAxis(axisY, Qt::AlignLeft);
+        series->attachAxis(axisY);
+        *logAxis = axisY;
+        m_logScale = true;
+        if (valueAxis)
+            *valueAxis = nullptr;
+    } else {
+        QValueAxis* axisY = addValueAxis(valueTitle, Qt::AlignLeft);
+        series->attachAxis(axisY);
+        if (valueAxis)
+            *valueAxis = axisY;
+    }
+    m_layerAxis = axisX;
+    m_layerSeries = series;
+    m_firstLayer = 0;
+    updateLayerWindow();
     return series;
+}
+
+namespace {
+constexpr double kReadableGroupPx = 16.0;  // a rotated 9 pt label fits
+constexpr double kMinGroupPx = 6.0;        // two bars of about 2 px each
+} // namespace
+
+void ChartBase::updateLayerWindow()
+{
+    if (!m_layerAxis || m_inLayerWindow || m_layerLabels.isEmpty())
+        return;
+    m_inLayerWindow = true;
+    const int n = static_cast<int>(m_layerLabels.size());
+    double plotWidth = chart()->plotArea().width();
+    if (plotWidth < 50)
+        plotWidth = std::max(100.0, width() - 120.0);
+    const int readable = std::max(1, static_cast<int>(plotWidth / kReadableGroupPx));
+    const int densest = std::max(1, static_cast<int>(plotWidth / kMinGroupPx));
+    int visible = m_zoomLayers > 0 ? std::clamp(m_zoomLayers, std::min(n, 3), std::min(n, densest))
+                                   : std::min(n, readable);
+    m_visibleLayers = visible;
+    if (m_pendingCenter >= 0)
+        m_firstLayer = m_pendingCenter - visible / 2;
+    m_firstLayer = std::clamp(m_firstLayer, 0, n - visible);
+    m_layerAxis->setRange(m_layerLabels[m_firstLayer], m_layerLabels[m_firstLayer + visible - 1]);
+    const double group = plotWidth / visible;
+    qsizetype longest = 0;
+    for (const QString& label : m_layerLabels)
+        longest = std::max(longest, label.size());
+    const double labelPx = 7.0 * static_cast<double>(longest) + 8.0;
+    // Qt would elide a rotated label to the category's width ("⋮"); the label fits its length.
+    m_layerAxis->setTruncateLabels(false);
+    m_layerAxis->setLabelsVisible(group >= kReadableGroupPx - 0.5);
+    m_layerAxis->setLabelsAngle(group >= labelPx ? 0 : -90);
+    QString title = tr("Layer (graph order)");
+    if (visible < n)
+        title += tr(" — %1 to %2 of %3; wheel scrolls, Ctrl+wheel zooms")
+                     .arg(m_firstLayer + 1)
+                     .arg(m_firstLayer + visible)
+                     .arg(n);
+    if (!m_layerAxis->labelsVisible())
+        title += tr(" — labels hidden at this zoom, hover a bar for its name");
+    m_layerAxis->setTitleText(title);
+    const bool scroll = visible < n;
+    const int barHeight = m_layerScroll->sizeHint().height();
+    chart()->setMargins(QMargins(6, 6, 6, scroll ? 6 + barHeight : 6));
+    m_layerScroll->setRange(0, n - visible);
+    m_layerScroll->setPageStep(visible);
+    m_layerScroll->setSingleStep(std::max(1, visible / 10));
+    m_layerScroll->setValue(m_firstLayer);
+    m_layerScroll->setGeometry(8, height() - barHeight - 3, width() - 16, barHeight);
+    m_layerScroll->setVisible(scroll);
+    m_inLayerWindow = false;
+}
+
+double ChartBase::barPixelWidth() const
+{
+    if (!m_layerSeries || m_visibleLayers <= 0)
+        return 0.0;
+    double plotWidth = chart()->plotArea().width();
+    if (plotWidth < 50)
+        plotWidth = std::max(100.0, width() - 120.0);
+    const int sets = std::max(1, static_cast<int>(m_layerSeries->count()));
+    return plotWidth / m_visibleLayers * m_layerSeries->barWidth() / sets;
+}
+
+void ChartBase::zoomLayers(int count)
+{
+    m_pendingCenter = -1;
+    m_zoomLayers = std::max(1, count);
+    updateLayerWindow();
+    layoutOverlays();
+}
+
+void ChartBase::scrollToLayer(int first)
+{
+    m_pendingCenter = -1;
+    m_firstLayer = first;
+    updateLayerWindow();
+    layoutOverlays();
+}
+
+void ChartBase::ensureLayerVisible(int index)
+{
+    if (index < 0 || index >= layerCount())
+        return;
+    // Hidden or not laid out yet, the window is a guess: the layer stays the window's centre
+    // (through later resizes) until the user scrolls or zooms.
+    const bool laidOut = isVisible() && chart()->plotArea().width() >= 50;
+    if (!laidOut || index < m_firstLayer || index >= m_firstLayer + m_visibleLayers) {
+        m_pendingCenter = index;
+        updateLayerWindow();
+        layoutOverlays();
+    }
+}
+
+void ChartBase::wheelEvent(QWheelEvent* event)
+{
+    if (!m_layerAxis || m_layerLabels.size() < 2) {
+        QChartView::wheelEvent(event);
+        return;
+    }
+    const int steps = event->angleDelta().y() / 120 != 0 ? event->angleDelta().y() / 120
+                                                          : (event->angleDelta().y() > 0 ? 1 : -1);
+    if (event->angleDelta().y() == 0) {
+        QChartView::wheelEvent(event);
+        return;
+    }
+    if (event->modifiers() & Qt::ControlModifier) {
+        const double factor = steps > 0 ? 0.8 : 1.25;
+        const int n = static_cast<int>(m_layerLabels.size());
+        const int next = static_cast<int>(std::lround(m_visibleLayers * factor));
+        zoomLayers(next == m_visibleLayers ? m_visibleLayers + (steps > 0 ? -1 : 1)
+                                           : std::min(next, n));
+    } else if (isScrollable()) {
+        scrollToLayer(m_firstLayer - steps * std::max(1, m_visibleLayers / 10));
+    }
+    event->accept();
 }
 
 QGraphicsSimpleTextItem* ChartBase::addOverlayText(const QString& text)
@@ -239,6 +418,7 @@ void ChartBase::setChartTitle(const QString& title) { chart()->setTitle(title); 
 void ChartBase::resizeEvent(QResizeEvent* event)
 {
     QChartView::resizeEvent(event);
+    updateLayerWindow();
     placeMessage();
     scheduleOverlayLayout();
 }

@@ -16,6 +16,9 @@ class QBarSet;
 class QGraphicsItem;
 class QGraphicsSimpleTextItem;
 class QGraphicsLineItem;
+class QLogValueAxis;
+class QBarCategoryAxis;
+class QScrollBar;
 class QValueAxis;
 QT_END_NAMESPACE
 
@@ -41,6 +44,27 @@ public:
 
     QSize sizeHint() const override;
 
+    /// Per-layer bars (addLayerBars): how many layers the chart has, how many show at once and
+    /// the first shown. With more layers than fit at a readable width the chart scrolls (wheel,
+    /// the scroll bar under it) and zooms (Ctrl+wheel, zoomLayers()).
+    int layerCount() const { return static_cast<int>(m_layerLabels.size()); }
+    int visibleLayerCount() const { return m_visibleLayers; }
+    int firstVisibleLayer() const { return m_firstLayer; }
+    /// True when not every layer fits: the scroll bar shows.
+    bool isScrollable() const { return m_visibleLayers < layerCount(); }
+    /// The width in pixels of one bar (one set of one layer) as drawn now.
+    double barPixelWidth() const;
+    /// The short labels on the layer axis ("17.q"), in graph order.
+    QStringList layerLabels() const { return m_layerLabels; }
+    /// Shows `count` layers at once (clamped so bars stay at least a few pixels wide).
+    void zoomLayers(int count);
+    /// Scrolls so that layer `first` is the first shown.
+    void scrollToLayer(int first);
+    /// Scrolls (when needed) so that layer `index` is shown, about in the middle.
+    void ensureLayerVisible(int index);
+    /// True when the value axis is logarithmic (one bar dwarfs the rest).
+    bool logScale() const { return m_logScale; }
+
 protected:
     /// Removes every series, axis and overlay text; the title stays.
     void clearChart();
@@ -58,8 +82,14 @@ protected:
     /// Grouped bars, one category per layer (graph order) on a "Layer (graph order)" axis, and
     /// a value axis titled `valueTitle` (with its unit) returned through `valueAxis`; the sets
     /// become the series' bar sets in order. Returns the series, owned by the chart.
+    /// The axis shows short labels (shortLayerLabels) and a window of the layers when they do
+    /// not all fit. With `logAxis` the value axis is a base-10 log axis returned there (and
+    /// *valueAxis is nullptr).
     QBarSeries* addLayerBars(const QStringList& layers, const std::vector<QBarSet*>& sets,
-                             const QString& valueTitle, QValueAxis** valueAxis);
+                             const QString& valueTitle, QValueAxis** valueAxis,
+                             QLogValueAxis** logAxis = nullptr);
+    /// Places the layer window after a resize or zoom; layoutOverlays() follows.
+    void updateLayerWindow();
     /// Applies the house fonts to `axis` and sets its title.
     void styleAxis(QAbstractAxis* axis, const QString& title) const;
     /// A text item drawn over the chart (so it is exported too); removed by clearChart().
@@ -76,6 +106,7 @@ protected:
 
     void contextMenuEvent(QContextMenuEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
 
 private:
     void placeMessage();
@@ -85,6 +116,16 @@ private:
     void exportWithDialog(const QString& suffix);
 
     QGraphicsSimpleTextItem* m_messageItem = nullptr;
+    QBarCategoryAxis* m_layerAxis = nullptr;
+    QBarSeries* m_layerSeries = nullptr;
+    QScrollBar* m_layerScroll = nullptr;
+    QStringList m_layerLabels;
+    int m_visibleLayers = 0;
+    int m_firstLayer = 0;
+    int m_zoomLayers = 0;  ///< 0: as many as fit with readable labels
+    int m_pendingCenter = -1;  ///< the selected layer kept centred until the user scrolls
+    bool m_inLayerWindow = false;
+    bool m_logScale = false;
     std::vector<QGraphicsItem*> m_overlays;
     QString m_message;
     QString m_lastToolTip;

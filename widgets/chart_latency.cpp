@@ -1,6 +1,9 @@
 #include "chart_latency.h"
 
 #include "chart_json.h"
+#include "layer_names.h"
+
+#include <QLogValueAxis>
 
 #include <QBarSeries>
 #include <QBarSet>
@@ -8,6 +11,7 @@
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 
 namespace bitlens::widgets {
 
@@ -64,7 +68,13 @@ void LayerLatencyChart::build(const nlohmann::json& report)
     if (throughput)
         device = rj::text(*throughput, "device");
     // Short: the chart shares the Throughput tab with the whole-model chart.
-    setChartTitle(tr("Latency per layer — %1").arg(rj::schemeName(report)));
+    const bool log = hasOutlier(m_float) || hasOutlier(m_quantized);
+    setChartTitle(log ? tr("Latency per layer — %1 — log scale: the slowest layer is %2x the "
+                           "median")
+                            .arg(rj::schemeName(report))
+                            .arg(std::max(outlierRatio(m_float), outlierRatio(m_quantized)), 0,
+                                 'f', 0)
+                      : tr("Latency per layer — %1").arg(rj::schemeName(report)));
     chart()->setToolTip(tr("Median of 5 batches on %1").arg(device));
 
     auto* floatSet = new QBarSet(tr("Float32"));
@@ -76,11 +86,22 @@ void LayerLatencyChart::build(const nlohmann::json& report)
         *quantizedSet << m_quantized[i];
     }
     QValueAxis* axisY = nullptr;
+    QLogValueAxis* logAxis = nullptr;
     m_series = addLayerBars(m_names, {floatSet, quantizedSet}, tr("Milliseconds per batch"),
-                            &axisY);
+                            &axisY, log ? &logAxis : nullptr);
     const double largest = std::max(*std::max_element(m_float.begin(), m_float.end()),
                                     *std::max_element(m_quantized.begin(), m_quantized.end()));
-    setRoundTicks(axisY, 0.0, std::max(largest, 1e-6) * 1.1, 6);
+    if (logAxis) {
+        double smallest = largest;
+        for (const auto* values : {&m_float, &m_quantized})
+            for (const double v : *values)
+                if (v > 0)
+                    smallest = std::min(smallest, v);
+        logAxis->setRange(std::pow(10.0, std::floor(std::log10(smallest))),
+                          largest * 1.6);
+    } else {
+        setRoundTicks(axisY, 0.0, std::max(largest, 1e-6) * 1.1, 6);
+    }
     for (QBarSet* set : {floatSet, quantizedSet})
         connect(set, &QBarSet::hovered, this, &LayerLatencyChart::onHovered);
 }

@@ -1,6 +1,9 @@
 #include "chart_memory.h"
 
 #include "chart_json.h"
+#include "layer_names.h"
+
+#include <QLogValueAxis>
 
 #include <QBarSeries>
 #include <QBarSet>
@@ -8,6 +11,7 @@
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 
 namespace bitlens::widgets {
 
@@ -63,6 +67,15 @@ void MemoryChart::build(const nlohmann::json& report)
                          .arg(rj::bytesLabel(*total), rj::bytesLabel(*quantized))
                          .arg(*quantized / *total, 0, 'f', 3);
     }
+    std::vector<double> all = m_float;
+    all.insert(all.end(), m_quantized.begin(), m_quantized.end());
+    const bool log = hasOutlier(m_float) || hasOutlier(m_quantized);
+    if (log) {
+        const auto top = std::max_element(m_float.begin(), m_float.end()) - m_float.begin();
+        title += tr(" — log scale: %1 is %2x the median layer")
+                     .arg(m_names[top])
+                     .arg(outlierRatio(m_float), 0, 'f', 0);
+    }
     setChartTitle(title);
 
     const double largest = std::max(*std::max_element(m_float.begin(), m_float.end()),
@@ -71,8 +84,8 @@ void MemoryChart::build(const nlohmann::json& report)
     m_unit = mib ? QStringLiteral("MiB") : QStringLiteral("KiB");
     const double divisor = mib ? 1024.0 * 1024.0 : 1024.0;
 
-    auto* floatSet = new QBarSet(tr("Float (bytes_float)"));
-    auto* quantizedSet = new QBarSet(tr("Quantized: codes + scales + zero points"));
+    auto* floatSet = new QBarSet(tr("Float32"));
+    auto* quantizedSet = new QBarSet(tr("Quantized (codes + scales + zero points)"));
     floatSet->setColor(chartColor(6));
     quantizedSet->setColor(chartColor(2));
     for (QBarSet* set : {floatSet, quantizedSet})
@@ -82,9 +95,19 @@ void MemoryChart::build(const nlohmann::json& report)
         *quantizedSet << m_quantized[i] / divisor;
     }
     QValueAxis* axisY = nullptr;
+    QLogValueAxis* logAxis = nullptr;
     m_series = addLayerBars(m_names, {floatSet, quantizedSet}, tr("Bytes (%1)").arg(m_unit),
-                            &axisY);
-    setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
+                            &axisY, log ? &logAxis : nullptr);
+    if (logAxis) {
+        double smallest = largest;
+        for (const double v : all)
+            if (v > 0)
+                smallest = std::min(smallest, v);
+        logAxis->setRange(std::pow(10.0, std::floor(std::log10(smallest / divisor))),
+                          largest / divisor * 1.6);
+    } else {
+        setRoundTicks(axisY, 0.0, largest / divisor * 1.1, 6);
+    }
     // Value labels help while they fit; with many layers the tooltips carry the numbers.
     if (m_names.size() <= 12) {
         m_series->setLabelsVisible(true);

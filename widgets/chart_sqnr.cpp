@@ -170,6 +170,11 @@ void SqnrChart::layoutOverlays()
         const QPointF top = chart()->mapToPosition(QPointF(x, m_exactHeight), m_series);
         const QRectF box = label.item->boundingRect();
         label.item->setPos(top.x() - box.width() / 2, top.y() + 2);
+        // Layers scrolled out of the window keep their label hidden.
+        const QRectF area = chart()->plotArea();
+        const bool inWindow = top.x() >= area.left() && top.x() <= area.right() &&
+                              box.width() <= area.width() / std::max(1, visibleLayerCount());
+        label.item->setVisible(area.width() < 50 || inWindow);
         label.item->setBrush(Qt::white);
     }
 }
@@ -192,6 +197,7 @@ void SqnrChart::setSelectedLayer(const QString& name)
         if (index >= 0)
             set->selectBar(index);
     }
+    ensureLayerVisible(index);
 }
 
 void SqnrChart::onBarClicked(int index)

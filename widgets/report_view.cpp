@@ -9,6 +9,7 @@
 #include "chart_sqnr.h"
 #include "chart_throughput.h"
 #include "comparison_table_model.h"
+#include "layer_heatmap.h"
 #include "layer_table_model.h"
 #include "side_by_side_view.h"
 
@@ -18,6 +19,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabBar>
@@ -151,6 +153,7 @@ ReportView::ReportView(QWidget* parent)
     m_tabs->setDocumentMode(true);
 
     m_tabs->addTab(createLayersTab(), tr("Layers"));
+    m_tabs->addTab(createLayerMapTab(), tr("Layer map"));
     m_memory = new MemoryChart;
     m_memory->setObjectName(QStringLiteral("memoryChart"));
     m_tabs->addTab(m_memory, tr("Memory"));
@@ -206,6 +209,38 @@ QWidget* ReportView::createLayersTab()
     tab->addWidget(right);
     tab->setStretchFactor(0, 3);
     tab->setStretchFactor(1, 2);
+    return tab;
+}
+
+QWidget* ReportView::createLayerMapTab()
+{
+    auto* tab = new QWidget;
+    auto* layout = new QVBoxLayout(tab);
+    layout->setContentsMargins(0, 4, 0, 0);
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(tr("Figure per layer:")));
+    m_heatmapMetric = new QComboBox;
+    m_heatmapMetric->setObjectName(QStringLiteral("heatmapMetric"));
+    for (const LayerHeatmap::Metric metric : LayerHeatmap::allMetrics())
+        m_heatmapMetric->addItem(LayerHeatmap::metricName(metric), static_cast<int>(metric));
+    row->addWidget(m_heatmapMetric);
+    row->addStretch(1);
+    layout->addLayout(row);
+    m_heatmap = new LayerHeatmap;
+    auto* scroll = new QScrollArea;
+    scroll->setObjectName(QStringLiteral("layerMapScroll"));
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(m_heatmap);
+    layout->addWidget(scroll, 1);
+    connect(m_heatmapMetric, &QComboBox::currentIndexChanged, this, [this] {
+        m_heatmap->setMetric(
+            static_cast<LayerHeatmap::Metric>(m_heatmapMetric->currentData().toInt()));
+    });
+    connect(m_heatmap, &LayerHeatmap::layerClicked, this, [this](const QString& layer) {
+        selectLayer(layer);
+        Q_EMIT layerSelected(layer);
+    });
     return tab;
 }
 
@@ -371,6 +406,7 @@ void ReportView::setReport(const nlohmann::json& report)
     m_sqnr->setReport(report);
     m_histogram->setReport(report);
     m_memory->setReport(report);
+    m_heatmap->setReport(report);
     m_throughput->setReport(report);
     m_latency->setReport(report);
     bool found = false;
@@ -381,6 +417,7 @@ void ReportView::setReport(const nlohmann::json& report)
     if (!found && report.is_object() && report.contains("layers") && !report["layers"].empty())
         m_selected = QString::fromStdString(report["layers"].front().value("name", std::string()));
     m_sqnr->setSelectedLayer(m_selected);
+    m_heatmap->setSelectedLayer(m_selected);
     updateHistogram();
     Q_EMIT reportChanged();
 }
@@ -421,6 +458,7 @@ void ReportView::selectLayer(const QString& layer)
         return;
     m_selected = layer;
     m_sqnr->setSelectedLayer(layer);
+    m_heatmap->setSelectedLayer(layer);
     updateHistogram();
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The results of quantization runs: a one-line summary ("static-int8: top-1 0.9183 -> 0.9177
 // (-0.06 points), size 1.61 MiB -> 413 KiB (0.251), 2 of 4 layers on real kernels") above tabs
-// Layers (per-layer SQNR + the selected layer's histogram), Memory, Throughput, Compare (all
+// Layers (per-layer SQNR + the selected layer's histogram), Layer map (block x projection
+// heatmap of a per-layer figure for transformer layer names), Memory, Throughput, Compare (all
 // schemes: table + Pareto over every run in the history), Sensitivity, History (every run on the
 // open model) and Side by side (two runs of the history). It shows exactly the JSON it is given
 // (report.json, a compare file, a sensitivity file) and computes nothing.
@@ -24,6 +25,7 @@ namespace bitlens::widgets {
 
 class ComparisonTableModel;
 class HistogramChart;
+class LayerHeatmap;
 class MemoryChart;
 class ParetoChart;
 class SensitivityChart;
@@ -81,6 +83,9 @@ public:
     SqnrChart* sqnrChart() const { return m_sqnr; }
     HistogramChart* histogramChart() const { return m_histogram; }
     MemoryChart* memoryChart() const { return m_memory; }
+    /// The Layer map tab's block x projection heatmap and its figure chooser.
+    LayerHeatmap* layerHeatmap() const { return m_heatmap; }
+    QComboBox* heatmapMetric() const { return m_heatmapMetric; }
     ThroughputChart* throughputChart() const { return m_throughput; }
     LayerLatencyChart* latencyChart() const { return m_latency; }
     SensitivityChart* sensitivityChart() const { return m_sensitivityChart; }
@@ -110,6 +115,7 @@ Q_SIGNALS:
 
 private:
     QWidget* createLayersTab();
+    QWidget* createLayerMapTab();
     QWidget* createCompareTab();
     QWidget* createSensitivityTab();
     QWidget* createHistoryTab();
@@ -123,6 +129,8 @@ private:
     QComboBox* m_histogramMode = nullptr;
     HistogramChart* m_histogram = nullptr;
     MemoryChart* m_memory = nullptr;
+    LayerHeatmap* m_heatmap = nullptr;
+    QComboBox* m_heatmapMetric = nullptr;
     ThroughputChart* m_throughput = nullptr;
     LayerLatencyChart* m_latency = nullptr;
     ParetoChart* m_pareto = nullptr;

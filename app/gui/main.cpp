@@ -83,8 +83,8 @@ int main(int argc, char** argv)
     parser.addOption(schemeOption);
     const QCommandLineOption tabOption(
         QStringLiteral("tab"),
-        QStringLiteral("Show the result tab NAME (Layers, Memory, Throughput, Compare, "
-                       "Sensitivity, History, \"Side by side\", Teach, Hardware, Plan, "
+        QStringLiteral("Show the result tab NAME (Layers, \"Layer map\", Memory, Throughput, "
+                       "Compare, Sensitivity, History, \"Side by side\", Teach, Hardware, Plan, "
                        "Training, Export)."),
         QStringLiteral("NAME"));
     parser.addOption(tabOption);
