@@ -27,6 +27,12 @@ for scheme in static-int8 dynamic-int8 w4-int4; do
   check "export-$scheme" 0 "$cli" export fashion-cnn --scheme $scheme --format onnx --out "$out" \
     --verify --limit $limit --json "${extra[@]}"
   cp "$tmp/out" "$tmp/$scheme.json"
+  # 8-bit int8 weights with u8 activations: the note on onnxruntime's saturation without VNNI.
+  case $scheme in
+    static-int8|dynamic-int8)
+      expect "export-$scheme-advice" grep -q "note: onnxruntime's u8 x s8 kernels .*reduce-range=true" "$tmp/err" ;;
+    *) expect "export-$scheme-no-advice" test -z "$(grep '^note: onnxruntime' "$tmp/err")" ;;
+  esac
   expect "export-$scheme-json" report "$tmp/$scheme.json" "
 e=d; v=e['verify']
 assert e['format']=='onnx' and e['path']=='$out' and e['bytes']>0, e
