@@ -417,24 +417,25 @@ std::string throughputWhy(const Throughput& t)
         t.quantizedSamplesPerS >= t.floatSamplesPerS)
         return {};
     std::size_t simulated = 0;
-    std::string firstReason;
+    std::string firstReason, names;
     for (const auto& [layer, kernel] : t.kernels) {
         if (kernel.rfind("simulated", 0) != 0)
             continue;
-        ++simulated;
-        if (firstReason.empty()) {
-            const auto colon = kernel.find(": ");
-            firstReason = layer + ": " +
-                          (colon == std::string::npos ? kernel : kernel.substr(colon + 2));
-        }
+        if (++simulated <= 3)
+            names += (simulated > 1 ? ", " : "") + layer;
+        const auto colon = kernel.find(": ");
+        if (firstReason.empty() && colon != std::string::npos)
+            firstReason = layer + ": " + kernel.substr(colon + 2);
     }
+    if (simulated > 3)
+        names += ", ...";
     std::string why;
     if (simulated > 0)
         why = (simulated == t.kernels.size()
                    ? std::string("every layer simulated (fake-quant in float32")
                    : std::to_string(simulated) + " of " + std::to_string(t.kernels.size()) +
                          " layers simulated (fake-quant in float32") +
-              (firstReason.empty() ? std::string(")") : "; " + firstReason + ")");
+              (firstReason.empty() ? ": " + names + ")" : "; " + firstReason + ")");
     if (!t.notes.empty()) {
         std::string slow;
         std::size_t shown = 0;

@@ -948,7 +948,8 @@ TEST_P(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
         {"w4-nf4", kCpu, code4("nf4", "g64")},
         {"w4-fp4:group=128", kCpu, code4("fp4_e2m1", "g128")},
         {"w4-nf4", kCuda, none},
-        {"fp8-e4m3", kCpu, "at::_scaled_mm (float8_e4m3fn x float8_e4m3fn -> float32)"},
+        // at::_scaled_mm is a reference loop on the CPU (~1000x slower than float32): simulated.
+        {"fp8-e4m3", kCpu, none},
     };
     if (!f4.empty()) {
         table.push_back({"w4-int4:group=16", kCpu, none});  // not whole 32-element chunks
@@ -961,6 +962,29 @@ TEST_P(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
         EXPECT_EQ(quant::realKernelFor(nodeNamed(model.graph, "layer"), model.layers.at("layer"),
                                        device),
                   kernel);
+    }
+}
+
+TEST_P(OwnKernels, SimulatedLayersSayWhyWhereTheBestKernelWasAsked)
+{
+    // FP8 on the CPU: LibTorch's _scaled_mm exists but is a reference loop, so the best choice
+    // is the simulated path, and the report says so; other schemes without a CPU kernel name
+    // their configuration.
+    const ir::Graph graph = oneLayer(Op::Linear, 64, 24, 990);
+    for (const auto& [spec, expected] :
+         std::vector<std::pair<std::string, std::string>>{
+             {"fp8-e4m3", "simulated (fake-quant, float32): at::_scaled_mm on the CPU is a "
+                          "reference loop"},
+             {"static-w4a8", "simulated (fake-quant, float32): no real CPU kernel for int4"}}) {
+        SCOPED_TRACE(spec);
+        const auto model = prepared(graph, spec, inputs(Op::Linear, 50, 64, 991));
+        c10::InferenceMode guard;
+        exec::Executor real(model.graph);
+        auto hook = quant::makeRealKernelHook(model, kCpu, quant::KernelSource::Best);
+        real.addHook(hook);
+        ASSERT_TRUE(real.runAll({inputs(Op::Linear, 8, 64, 992)}).ok());
+        const std::string ran = hook->kernelsRun().at("layer");
+        EXPECT_EQ(ran.rfind(expected, 0), 0u) << ran;
     }
 }
 

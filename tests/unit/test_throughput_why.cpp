@@ -34,6 +34,9 @@ TEST(ThroughputWhy, NamesSimulatedLayersAndTheirReason)
     EXPECT_EQ(throughputWhy(t),
               "every layer simulated (fake-quant in float32; fc1: NF4 has no CPU kernel at this "
               "level)");
+    Throughput bare = measured(100, 60);
+    bare.kernels = {{"c1", "simulated (fake-quant, float32)"}, {"c2", "float32 (kept float)"}};
+    EXPECT_EQ(throughputWhy(bare), "1 of 2 layers simulated (fake-quant in float32: c1)");
     t.kernels["fc3"] = "bitlens avx2 int8 gemm (u8 x s8 -> s32, fused dequant)";
     EXPECT_EQ(throughputWhy(t).rfind("2 of 3 layers simulated (fake-quant in float32; fc1: ", 0),
               0u)
