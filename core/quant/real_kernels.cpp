@@ -1096,7 +1096,10 @@ RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device,
                 std::string why;
                 if (node.op == ir::OpKind::Conv && isW8A8Int8(lq))
                     why = ownConvBlocker(node, lq);
-                else if (isFp8(lq.config.weightType) && isFp8(lq.config.actType))
+                else if (node.op != ir::OpKind::Conv && isFp8(lq.config.weightType) &&
+                         isFp8(lq.config.actType) &&
+                         !(lq.config.weightType == QuantType::FP8E5M2 &&
+                           lq.config.actType == QuantType::FP8E5M2))
                     why = "at::_scaled_mm on the CPU is a reference loop, about 1000x slower "
                           "than float32 (fashion-cnn fc1: 4.3 s against 1.5 ms per batch)";
                 if (why.empty())
