@@ -33,6 +33,7 @@ const std::set<std::string> kTimingKeys = {
     "/throughput/float_samples_per_s",     // timed on this machine, now
     "/throughput/quantized_samples_per_s",
     "/throughput/layers_ms",               // per-layer milliseconds
+    "/throughput/why",                     // present only when the timed run was slower
     "/qat/seconds",                        // training wall time (qat-* schemes)
 };
 
