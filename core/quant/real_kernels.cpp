@@ -389,28 +389,40 @@ struct ActQuant {
     std::int32_t qmin = 0, qmax = 255, shift = 0;
 };
 
-/// ActQuant of a QParams (any device; read back to the CPU).
-ActQuant actQuantOf(const QParams& qp)
+/// ActQuant of `type` codes (reduceRange: its reduced range) with these scales and zero points;
+/// the reciprocals, the code range, the u8 shift and the shifted zero points follow from them.
+ActQuant makeActQuant(QuantType type, bool reduceRange, std::vector<float> scale,
+                      std::vector<std::int32_t> zeroPoint)
 {
     ActQuant a;
-    const at::Tensor scale = qp.scale.to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
-    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
-                                                  : at::zeros({1}, at::kLong))
-                              .to(at::kCPU, at::kInt)
-                              .contiguous();
-    a.scale.assign(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel());
-    a.zeroPoint.assign(zp.data_ptr<std::int32_t>(), zp.data_ptr<std::int32_t>() + zp.numel());
+    a.scale = std::move(scale);
+    a.zeroPoint = std::move(zeroPoint);
     a.perRow = a.scale.size() != 1;
-    const auto [qmin, qmax] = codeRange(qp.type, qp.reduceRange);
+    const auto [qmin, qmax] = codeRange(type, reduceRange);
     a.qmin = static_cast<std::int32_t>(qmin);
     a.qmax = static_cast<std::int32_t>(qmax);
     // int8 codes go in as u = q + 128 with zero point zp + 128 (see kernels/lowbit.h).
-    a.shift = qp.type == QuantType::Int8 ? 128 : 0;
+    a.shift = type == QuantType::Int8 ? 128 : 0;
     for (float s : a.scale)
         a.inv.push_back(1.0f / s);  // at::reciprocal's float32 division
     for (std::int32_t z : a.zeroPoint)
         a.zeroU8.push_back(z + a.shift);
     return a;
+}
+
+/// ActQuant of a QParams (any device; read back to the CPU).
+ActQuant actQuantOf(const QParams& qp)
+{
+    const at::Tensor scale = qp.scale.to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
+    const at::Tensor zp = (qp.zeroPoint.defined() ? qp.zeroPoint.reshape({-1})
+                                                  : at::zeros({1}, at::kLong))
+                              .to(at::kCPU, at::kInt)
+                              .contiguous();
+    return makeActQuant(
+        qp.type, qp.reduceRange,
+        std::vector<float>(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel()),
+        std::vector<std::int32_t>(zp.data_ptr<std::int32_t>(),
+                                  zp.data_ptr<std::int32_t>() + zp.numel()));
 }
 
 struct Prepared {
@@ -676,16 +688,7 @@ ActQuant dynamicActQuant(const at::Tensor& x, const LayerConfig& c)
     if (x.numel() > 0)
         kernels::minMaxF32(x.data_ptr<float>(), x.numel(), &lo, &hi);
     const ScalarQParams q = chooseQParamsScalar(lo, hi, c.actType, c.actSymmetric);
-    ActQuant a;
-    a.scale = {q.scale};
-    a.inv = {1.0f / q.scale};
-    a.zeroPoint = {static_cast<std::int32_t>(q.zeroPoint)};
-    const auto [qmin, qmax] = codeRange(c.actType, false);
-    a.qmin = static_cast<std::int32_t>(qmin);
-    a.qmax = static_cast<std::int32_t>(qmax);
-    a.shift = c.actType == QuantType::Int8 ? 128 : 0;
-    a.zeroU8 = {a.zeroPoint[0] + a.shift};
-    return a;
+    return makeActQuant(c.actType, false, {q.scale}, {static_cast<std::int32_t>(q.zeroPoint)});
 }
 
 /// The 2-D geometry of a Conv node on an input of H x W (ONNX pads / auto_pad resolved as the
