@@ -232,6 +232,9 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             row.op = std::string(ir::opKindName(node.op));
             row.config = lq.config.describe();
             row.note = lq.note;
+            row.method = lq.method;
+            row.methodLossRtn = lq.methodLossRtn;
+            row.methodLoss = lq.methodLoss;
             row.params = lq.params;
             row.bytesFloat = lq.bytesFloat;
             row.bytesQuantized = lq.bytesQuantized;

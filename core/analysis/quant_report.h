@@ -35,6 +35,11 @@ struct LayerReport {
     std::string kernel;
     bool simulated = true;       ///< true when no real kernel ran this layer
     std::string note;            ///< adaptations, e.g. group size fallback
+    /// How the weights were rounded ("rtn", "gptq") and, for GPTQ, the layer output error on
+    /// the calibration data that round-to-nearest and GPTQ leave (tr((W-Q) H (W-Q)^T) / 2).
+    std::string method = "rtn";
+    double methodLossRtn = 0.0;
+    double methodLoss = 0.0;
     std::int64_t params = 0;
     std::int64_t bytesFloat = 0;
     std::int64_t bytesQuantized = 0;

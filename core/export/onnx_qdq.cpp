@@ -196,7 +196,8 @@ Result<std::string> QdqBuilder::dequantizedWeight(const ir::Node& node,
     const std::optional<ir::DType> packed = packedType(c.weightType);
     // The codes BitLens' simulation dequantizes (same rounding as lq.weightFq: one code per
     // element of the 2-D view [out, in * kernel]).
-    const at::Tensor view = quant::weightView(node, lq.weightFloat.to(at::kCPU, at::kFloat));
+    const at::Tensor view =
+        quant::weightView(node, quant::codeSource(lq).to(at::kCPU, at::kFloat));
     const at::Tensor codesView = quant::quantize(view, lq.weight).contiguous();
     const quant::QParams& qp = lq.weight;
     const at::Tensor scale = qp.scale.to(at::kCPU, at::kFloat).contiguous();

@@ -97,6 +97,10 @@ json reportToJson(const analysis::QuantReport& r)
                     {"act_histogram", histogramJson(l.actHistogram)}};
         if (!l.note.empty())
             row["note"] = l.note;
+        if (l.method != "rtn")
+            row["method"] = {{"name", l.method},
+                             {"loss_rtn", number(l.methodLossRtn)},
+                             {"loss", number(l.methodLoss)}};
         if (l.actClip)
             row["act_clip"] = clipJson(*l.actClip);
         if (!l.calibrators.empty()) {

@@ -106,7 +106,8 @@ Result<LayerOut> exportLayer(const ir::Node& node,
         return Error::unsupported({}, where + " uses SmoothQuant: its per-channel input divisor "
                                           "has no place in the compressed-tensors layout");
     LayerOut lo;
-    const at::Tensor view = quant::weightView(node, lq.weightFloat).to(at::kFloat).contiguous();
+    const at::Tensor view =
+        quant::weightView(node, quant::codeSource(lq)).to(at::kFloat).contiguous();
     if (w.type == QuantType::FP16 || w.type == QuantType::BF16) {
         out[module + ".weight"] = view.to(w.type == QuantType::FP16 ? at::kHalf : at::kBFloat16);
         return lo;

@@ -1,5 +1,7 @@
 #include "quant/engine.h"
 
+#include "quant/gptq.h"
+
 #include "exec/sequence_ops.h"
 #include "quant/bn_fold.h"
 
@@ -63,6 +65,47 @@ at::Tensor channelAbsMax(const ir::Node& node, const at::Tensor& x)
     return x.abs().amax(dims).to(at::kFloat).to(at::kCPU);
 }
 
+/// Why GPTQ cannot run on this layer (empty: it can). GPTQ needs the layer's input as rows
+/// that multiply the weight view [out, in]: Linear / MatMul inputs, and 2-D convolutions of one
+/// group with symmetric explicit padding through im2col.
+std::string gptqUnsupported(const ir::Node& node, const LayerConfig& c)
+{
+    if (isRecurrent(node))
+        return "GPTQ does not run on LSTM / GRU weights";
+    if (c.ggmlType)
+        return "GPTQ does not run on ggml block types";
+    if (traits(c.weightType).family == TypeFamily::Float)
+        return "GPTQ rounds to a grid; " + std::string(traits(c.weightType).name) + " is a cast";
+    if (node.op == ir::OpKind::Gemm && node.attrs.getInt("transA", 0) != 0)
+        return "GPTQ does not run on a Gemm with transA = 1";
+    if (node.op == ir::OpKind::Conv) {
+        if (node.attrs.getInt("group", 1) != 1)
+            return "GPTQ does not run on grouped (depthwise) convolutions";
+        if (node.attrs.getString("auto_pad", "NOTSET") != "NOTSET")
+            return "GPTQ does not run on convolutions with auto_pad";
+        const auto pads = node.attrs.getInts("pads", {});
+        if (pads.size() != 0 && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]))
+            return "GPTQ runs on 2-D convolutions with symmetric padding";
+    }
+    return {};
+}
+
+/// The rows of a layer input that multiply the weight view [out, in]: x [..., in] for Linear /
+/// MatMul, the im2col patches [N * L, C * kh * kw] for a convolution.
+at::Tensor gptqRows(const ir::Node& node, const at::Tensor& x, const at::Tensor& w)
+{
+    if (node.op != ir::OpKind::Conv)
+        return x.reshape({-1, x.size(-1)});
+    TORCH_CHECK(x.dim() == 4 && w.dim() == 4, "GPTQ runs on 2-D convolutions, not an input of "
+                "shape ", x.sizes());
+    const std::vector<std::int64_t> kernel{w.size(2), w.size(3)};
+    const auto strides = node.attrs.getInts("strides", {1, 1});
+    const auto dilations = node.attrs.getInts("dilations", {1, 1});
+    const auto pads = node.attrs.getInts("pads", {0, 0, 0, 0});
+    const at::Tensor patches = at::im2col(x, kernel, dilations, {pads[0], pads[1]}, strides);
+    return patches.transpose(1, 2).reshape({-1, patches.size(1)});
+}
+
 } // namespace
 
 QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
@@ -84,27 +127,9 @@ at::Tensor fakeQuantAct(const at::Tensor& x, const QParams& qp)
     return fakeQuantize(x, qp);
 }
 
-/// NF4 double quantization: the fp32 absmax of every block is itself quantized — centred on
-/// its mean, then int8 absmax-quantized in blocks of 256 scales (bitsandbytes does the same
-/// with its dynamic 8-bit code; we use a linear int8 grid). Returns the dequantized scales.
-at::Tensor doubleQuantizeScales(const at::Tensor& scale)
-{
-    const at::Tensor flat = scale.reshape({-1});
-    const at::Tensor mean = flat.mean();
-    at::Tensor centred = flat - mean;
-    const std::int64_t n = centred.numel();
-    const std::int64_t block = 256;
-    const std::int64_t padded = (n + block - 1) / block * block;
-    at::Tensor blocks = at::constant_pad_nd(centred, {0, padded - n}).reshape({-1, block});
-    at::Tensor absmax = blocks.abs().amax(1, true).clamp_min(1e-12);
-    at::Tensor q = at::round(blocks / absmax * 127.0).clamp(-127, 127);
-    at::Tensor back = (q * absmax / 127.0).reshape({-1}).slice(0, 0, n) + mean;
-    // A block scale must stay positive: never let rounding push it to zero or below.
-    return back.clamp_min(flat.min().item<float>() * 0.5f).reshape(scale.sizes());
-}
-
 Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight,
-                                  const LayerConfig& config, const at::Tensor& smooth)
+                                  const LayerConfig& config, const at::Tensor& smooth,
+                                  const at::Tensor& hessian = at::Tensor())
 {
     // NaN or Inf in a weight would become a NaN (or an infinite) scale and quantize the whole
     // block to garbage without a word: refuse, naming the layer and the first bad element.
@@ -176,12 +201,45 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
     auto [lo, hi] = blockMinMax(view, g);
     lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g,
                               config.reduceRange);
-    std::int64_t scaleCount = lq.weight.scale.numel();
-    if (config.doubleQuant && traits(config.weightType).needsScale)
-        lq.weight.scale = doubleQuantizeScales(lq.weight.scale);
+    const std::int64_t scaleCount = lq.weight.scale.numel();
+    // Double quantization is bitsandbytes' step for NF4 (a layer overridden to another type
+    // keeps its own scales).
+    const bool doubleQuant = config.doubleQuant && config.weightType == QuantType::NF4;
+    if (doubleQuant) {
+        // bitsandbytes' compress_statistics: the codes are picked with the float32 absmax
+        // (what bitsandbytes stores, unclamped), and dequantized with the double-quantized one.
+        const at::Tensor absmax = at::maximum(lo.abs(), hi.abs()).to(at::kFloat);
+        lq.weight.codeScale = lq.weight.scale;
+        lq.weight.scale = doubleQuantizeAbsmax(absmax).absmax;
+    }
     lq.weightFq = weightUnview(node, fakeQuantize(view, lq.weight), weight).contiguous();
+    if (hessian.defined()) {
+        GptqOptions options;
+        options.damp = config.gptqDamp;
+        options.actOrder = config.gptqActOrder;
+        auto gptq = gptqQuantize(view, hessian, config.weightType, config.weightSymmetric, g,
+                                 config.reduceRange, options);
+        if (!gptq)
+            return Error{gptq.error().code, "layer '" + node.name + "': " + gptq.error().message,
+                         {}, std::nullopt};
+        lq.methodLossRtn = hessianError(view, weightView(node, lq.weightFq), hessian);
+        lq.methodLoss = hessianError(view, gptq->weight, hessian);
+        lq.weight = gptq->params;
+        lq.weight.reduceRange = config.reduceRange;
+        lq.weightFq = weightUnview(node, gptq->weight.to(weight.device()), weight).contiguous();
+        lq.method = "gptq";
+        lq.codesFromFq = true;
+        if (gptq->deadColumns > 0) {
+            const std::string dead = std::to_string(gptq->deadColumns) + " of " +
+                                     std::to_string(view.size(1)) +
+                                     " inputs were 0 in every calibration sample; GPTQ set " +
+                                     "their weights to 0";
+            lq.note += (lq.note.empty() ? "" : "; ") + dead;
+        }
+    }
     lq.bytesQuantized = quantizedBytes(view.numel(), lq.weight);
-    if (config.doubleQuant && traits(config.weightType).needsScale)
+    // One byte per absmax instead of four, plus a float32 per 256 of them and the offset.
+    if (doubleQuant)
         lq.bytesQuantized -= scaleCount * 3 - ((scaleCount + 255) / 256) * 4 - 4;
     return lq;
 }
@@ -189,7 +247,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
 /// Collects activation statistics of planned layers during calibration runs.
 class CalibrationHook : public exec::NodeHook {
 public:
-    enum class Pass { ChannelAbsMax, Observe };
+    enum class Pass { ChannelAbsMax, Observe, Hessian };
 
     CalibrationHook(const QuantizedModel& model, Pass pass, std::set<std::string> skip = {})
         : m_model(model), m_pass(pass), m_skip(std::move(skip))
@@ -204,6 +262,12 @@ public:
             return;
         const LayerConfig& c = it->second;
         at::Tensor x = inputs[0];
+        if (m_pass == Pass::Hessian) {
+            if (c.method == LayerConfig::Method::Gptq && gptqUnsupported(node, c).empty() &&
+                inputs.size() > 1)
+                m_hessians[node.name].add(gptqRows(node, x, inputs[1]));
+            return;
+        }
         if (m_pass == Pass::ChannelAbsMax) {
             if (c.smoothAlpha <= 0.0)
                 return;
@@ -237,6 +301,7 @@ public:
     Pass m_pass;
     std::set<std::string> m_skip;  ///< layers taken from an earlier prepare
     std::map<std::string, at::Tensor> m_channelMax;
+    std::map<std::string, HessianAccumulator> m_hessians;
     std::map<std::string, std::unique_ptr<Observer>> m_observers;
     std::optional<Error> m_error;
 };
@@ -438,6 +503,11 @@ at::Tensor weightUnview(const ir::Node& node, const at::Tensor& view, const at::
     return view;
 }
 
+const at::Tensor& codeSource(const LayerQuant& lq)
+{
+    return lq.codesFromFq ? lq.weightFq : lq.weightFloat;
+}
+
 Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
                                const at::Tensor& calibInputs, Progress& progress,
                                const CancelToken& cancel, const QuantizedModel* reuse)
@@ -465,7 +535,8 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                 if (old == reuse->layers.end() || !(old->second.config == c))
                     continue;
                 const bool calibrated =
-                    !c.keepFloat && (c.actMode == ActMode::Static || c.smoothAlpha > 0.0);
+                    !c.keepFloat && (c.actMode == ActMode::Static || c.smoothAlpha > 0.0 ||
+                                     c.method == LayerConfig::Method::Gptq);
                 if (calibrated && reuse->calibSamples != calibCount)
                     continue;
                 reused.insert(name);
@@ -475,23 +546,49 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
 
         bool needsCalibration = false;
         bool needsSmoothing = false;
+        bool needsHessians = false;
         bool anyCalibrated = false;
+        std::int64_t hessianBytes = 0;
         for (const auto& [name, c] : model.plan.layers) {
             const bool isStatic = !c.keepFloat && c.actMode == ActMode::Static;
             const bool isSmoothed = !c.keepFloat && c.smoothAlpha > 0.0;
-            anyCalibrated = anyCalibrated || isStatic || isSmoothed;
+            const bool isGptq = !c.keepFloat && c.method == LayerConfig::Method::Gptq;
+            anyCalibrated = anyCalibrated || isStatic || isSmoothed || isGptq;
             if (reused.count(name))
                 continue;
             needsCalibration = needsCalibration || isStatic;
             needsSmoothing = needsSmoothing || isSmoothed;
+            if (isGptq) {
+                needsHessians = true;
+                for (const auto& node : model.graph.nodes) {
+                    if (node.name != name || node.inputs.size() < 2)
+                        continue;
+                    if (const at::Tensor* w = model.graph.initializer(node.inputs[1])) {
+                        const std::int64_t in = weightView(node, *w).size(1);
+                        hessianBytes += in * in * 4;
+                    }
+                }
+            }
         }
         at::Tensor calib;
-        if (needsCalibration || needsSmoothing) {
+        if (needsCalibration || needsSmoothing || needsHessians) {
             if (!calibInputs.defined() || calibInputs.size(0) == 0)
                 return Error::usage("scheme " + scheme.preset +
-                                    " calibrates activations: give calibration data (--calib)");
+                                    (needsHessians && !needsCalibration && !needsSmoothing
+                                         ? " with method=gptq reads each layer's inputs"
+                                         : " calibrates activations") +
+                                    ": give calibration data (--calib)");
             calib = calibInputs.slice(0, 0, calibCount);
         }
+        // GPTQ holds one Hessian [in, in] per layer until the weights are rounded.
+        constexpr std::int64_t kHessianBudget = std::int64_t{8} << 30;
+        if (hessianBytes > kHessianBudget)
+            return Error::unsupported({}, "GPTQ would hold " +
+                                              std::to_string(hessianBytes >> 20) +
+                                              " MiB of Hessians at once (budget " +
+                                              std::to_string(kHessianBudget >> 20) +
+                                              " MiB); quantize fewer layers with method=gptq "
+                                              "(per-layer overrides)");
         if (anyCalibrated)
             model.calibSamples = calibCount;
 
@@ -519,6 +616,17 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                                    .clamp_min(1e-5);
             }
         }
+
+        // Pass 1b (GPTQ only): each layer's Hessian 2/N X^T X of its float inputs.
+        std::map<std::string, HessianAccumulator> hessians;
+        if (needsHessians) {
+            auto hook = std::make_shared<CalibrationHook>(model, CalibrationHook::Pass::Hessian,
+                                                          reused);
+            if (auto r = calibrate(model, calib, *hook, hook, progress, 0.0, 0.3, cancel); !r)
+                return r.error();
+            hessians = std::move(hook->m_hessians);
+        }
+        std::size_t gptqDone = 0;
 
         // Weights.
         std::int64_t quantizedWeightBytes = 0;
@@ -557,10 +665,31 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                 continue;
             }
             auto sIt = smooth.find(node.name);
+            auto hIt = hessians.find(node.name);
+            if (hIt != hessians.end()) {
+                if (cancel.cancelled())
+                    return Error::cancelled();
+                progress.report(0.3 + 0.7 * static_cast<double>(gptqDone) /
+                                          static_cast<double>(hessians.size()),
+                                "GPTQ " + node.name);
+                ++gptqDone;
+            }
             auto lq = quantizeWeight(node, w, it->second,
-                                     sIt == smooth.end() ? at::Tensor() : sIt->second);
+                                     sIt == smooth.end() ? at::Tensor() : sIt->second,
+                                     hIt == hessians.end() ? at::Tensor()
+                                                           : hIt->second.hessian());
             if (!lq)
                 return lq.error();
+            if (it->second.method == LayerConfig::Method::Gptq && lq->method != "gptq") {
+                const std::string why = gptqUnsupported(node, it->second);
+                lq->note += (lq->note.empty() ? "" : "; ") +
+                            (why.empty() ? std::string("GPTQ had no calibration input for this "
+                                                       "layer")
+                                         : why) +
+                            "; rounded to nearest";
+            }
+            if (hIt != hessians.end())
+                hessians.erase(hIt);  // the Hessian is done with: free it
             if (r) {
                 auto rq = quantizeWeight(node, *r, it->second, at::Tensor());
                 if (!rq)

@@ -11,6 +11,7 @@
 #include "quant/quant_type.h"
 #include "quant/scheme.h"
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,7 +42,20 @@ struct LayerQuant {
     at::Tensor recurrentFloat;       ///< R [dirs, gates * H, H]; undefined for other ops
     at::Tensor recurrentFq;          ///< R after quantize + dequantize, float32
     std::optional<QParams> hiddenAct; ///< static schemes: h's qparams, range [-1, 1]
+    // The rounding method (LayerConfig::method): GPTQ leaves codes that round-to-nearest of
+    // weightFloat would not give, so whoever stores or runs the codes reads them from
+    // codeSource() (GPTQ: weightFq, which lies on the grid).
+    std::string method = "rtn";      ///< "rtn" or "gptq"
+    /// GPTQ: the layer output error on the calibration data, tr((W - Q) H (W - Q)^T) / 2,
+    /// of round-to-nearest and of GPTQ's own rounding (the gain GPTQ made); NaN for RTN.
+    double methodLossRtn = std::numeric_limits<double>::quiet_NaN();
+    double methodLoss = std::numeric_limits<double>::quiet_NaN();
+    bool codesFromFq = false;        ///< codeSource() is weightFq
 };
+
+/// The float weight whose round-to-nearest codes (quantize(weightView(...), weight)) are the
+/// layer's stored codes: weightFloat, or weightFq where a method (GPTQ) chose the codes.
+const at::Tensor& codeSource(const LayerQuant& lq);
 
 /// What quantization-aware training did (report.json "qat"); absent for post-training schemes.
 struct QatSummary {

@@ -529,12 +529,107 @@ ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bo
     return q;
 }
 
+std::span<const float> dynamicMap8Bit()
+{
+    // create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), with the same ATen
+    // operations bitsandbytes runs through torch: for exponent i = 0..6, the 2^i midpoints of
+    // linspace(0.1, 1, 2^i + 1) in float32, times 10^(i - 6) (a float32 multiply by the
+    // scalar), with both signs; then 0 and 1, sorted. 254 + 2 = 256 values.
+    static const std::array<float, 256> map = [] {
+        std::vector<float> data;
+        for (int i = 0; i < 7; ++i) {
+            const at::Tensor b = at::linspace(0.1, 1.0, (std::int64_t{1} << i) + 1,
+                                              at::TensorOptions().dtype(at::kFloat));
+            const at::Tensor means = (b.slice(0, 0, -1) + b.slice(0, 1)) / 2.0;
+            const double power = std::pow(10.0, i - 6);
+            for (const at::Tensor& v : {at::mul(means, power), at::mul(means, -power)}) {
+                const at::Tensor c = v.contiguous();
+                data.insert(data.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+            }
+        }
+        data.push_back(0.0f);
+        data.push_back(1.0f);
+        std::sort(data.begin(), data.end());
+        std::array<float, 256> out{};
+        TORCH_CHECK(data.size() == out.size(), "the dynamic map has ", data.size(), " values");
+        std::copy(data.begin(), data.end(), out.begin());
+        return out;
+    }();
+    return map;
+}
+
+namespace {
+
+/// Where bitsandbytes' CPU quantize_blockwise switches codes on the dynamic map: bound k - 1
+/// is the smallest normalized value it maps to code k or above. Its search is bucketed, and
+/// near 0 the buckets are coarser than the map, so it is not "the nearest entry" there (seven
+/// entries next to 0 are never chosen; 0 itself becomes 2.125e-5); elsewhere it is the nearest
+/// entry, a tie going to the lower one. Measured from bitsandbytes by
+/// tests/data/bnb/derive_dynamic_bounds.py; tests/unit/test_bnb_nf4.cpp checks it against the
+/// installed bitsandbytes.
+constexpr std::array<float, 255> kBnbDynamicBounds = {
+#include "quant/bnb_dynamic_bounds.inc"
+};
+
+}  // namespace
+
+DoubleQuantizedAbsmax doubleQuantizeAbsmax(const at::Tensor& absmax)
+{
+    constexpr std::int64_t kBlock = 256;
+    constexpr std::uint8_t kZeroEntry = 127;  // dynamicMap8Bit()[127] == 0
+    const at::Tensor flat = absmax.detach().to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
+    DoubleQuantizedAbsmax out;
+    out.offset = flat.mean().item<float>();
+    const at::Tensor centred = (flat - out.offset).contiguous();
+    const std::int64_t n = centred.numel();
+    const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+    out.codes = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+    out.blockMax = at::empty({blocks}, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor back = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+    const std::span<const float> map = dynamicMap8Bit();
+    const float* c = centred.data_ptr<float>();
+    std::uint8_t* q = out.codes.data_ptr<std::uint8_t>();
+    float* m = out.blockMax.data_ptr<float>();
+    float* y = back.data_ptr<float>();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t begin = b * kBlock;
+        const std::int64_t end = std::min(n, begin + kBlock);
+        float blockMax = 0.0f;
+        for (std::int64_t i = begin; i < end; ++i)
+            blockMax = std::fmax(blockMax, std::fabs(c[i]));
+        m[b] = blockMax;
+        for (std::int64_t i = begin; i < end; ++i) {
+            // A block whose values all equal the mean has nothing to scale (bitsandbytes would
+            // divide 0 by 0): every value is the offset itself.
+            std::uint8_t code = kZeroEntry;
+            if (blockMax > 0.0f) {
+                const float v = c[i] / blockMax;
+                code = static_cast<std::uint8_t>(
+                    std::upper_bound(kBnbDynamicBounds.begin(), kBnbDynamicBounds.end(), v) -
+                    kBnbDynamicBounds.begin());
+            }
+            q[i] = code;
+            // dequantize_blockwise (map[code] * m in float32), then `absmax += offset`.
+            const float scaled = map[code] * blockMax;
+            y[i] = scaled + out.offset;
+        }
+    }
+    out.absmax = back.reshape(absmax.sizes()).to(absmax.device());
+    return out;
+}
+
 at::Tensor quantize(const at::Tensor& input, const QParams& qparams)
 {
     const QuantTypeTraits t = rangedTraits(qparams.type, qparams.reduceRange);
     const at::Tensor x = input.detach().to(at::kFloat);
     if (!t.needsScale)
         return x.to(codeType(t));  // FP16 / BF16: round to nearest even, overflow to Inf
+    if (qparams.codeScale.defined()) {
+        QParams picking = qparams;
+        picking.scale = qparams.codeScale;
+        picking.codeScale = at::Tensor();
+        return quantize(input, picking);
+    }
     const BlockParams p = blockParams(x, qparams);
     const at::Tensor xb = toBlocks(x, qparams.granularity);
     at::Tensor codes;

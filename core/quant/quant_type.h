@@ -97,7 +97,36 @@ struct QParams {
     bool reduceRange = false;
     at::Tensor scale;      ///< float32, > 0 everywhere (a zero range still gets a valid scale)
     at::Tensor zeroPoint;  ///< int64; the real 0 is exactly representable
+    /// The scale the codes are picked with, where it is not `scale` (undefined: `scale`).
+    /// NF4 double quantization (bitsandbytes' compress_statistics) picks the 4-bit codes with
+    /// the float32 absmax and dequantizes them with the double-quantized absmax in `scale`,
+    /// which may even be <= 0 for a block far below the mean (bitsandbytes does not guard it).
+    at::Tensor codeScale;
 };
+
+/// bitsandbytes' double quantization of NF4 block absmax values (`quantize_4bit(...,
+/// compress_statistics=True)`), step by step in float32 as its CPU code runs them:
+///  1. offset = mean of the absmax values (ATen's mean, which torch.mean is);
+///  2. c = absmax - offset, split into blocks of 256 (the last one shorter);
+///  3. per block: m = max |c|; each c / m (a division) gets the code bitsandbytes' CPU
+///     quantize_blockwise gives it on the signed 8-bit dynamic map (the nearest entry, a tie
+///     going to the lower one, except near 0 where its bucketed search is coarser: see
+///     kBnbDynamicBounds in quant_type.cpp);
+///  4. the absmax the 4-bit codes are dequantized with is map[code] * m + offset.
+/// Worked example: absmax {1, 2, 3, 6}: offset 3, c {-2, -1, 0, 3}, m 3, c / m {-0.667,
+/// -0.333, 0, 1} -> codes {23, 47, 131, 255} -> {0.9914, 2.0039, 3.0001, 6} (bitsandbytes
+/// gives the same; 0 becomes entry 131 = 2.125e-5).
+/// A block of 256 values that all equal the mean keeps them exactly (code of entry 0).
+struct DoubleQuantizedAbsmax {
+    at::Tensor codes;      ///< uint8, one per absmax value (flattened)
+    at::Tensor blockMax;   ///< float32, one per block of 256 (m above)
+    float offset = 0.0f;   ///< the mean that was subtracted
+    at::Tensor absmax;     ///< float32, the dequantized absmax values, shaped as the input
+};
+DoubleQuantizedAbsmax doubleQuantizeAbsmax(const at::Tensor& absmax);
+/// bitsandbytes' signed 8-bit dynamic map (create_dynamic_map(signed=True, 7, 8)): 256 values
+/// ascending in [-0.993, 1], entry 127 is 0.
+std::span<const float> dynamicMap8Bit();
 
 /// Chooses scale / zero point from a clip range per block (minVal/maxVal shaped like the
 /// scale). Integer types: symmetric uses max(|lo|, |hi|) / ((qmax - qmin) / 2), asymmetric

@@ -226,7 +226,7 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
     }
     if (!linearShaped(node, lq))
         return std::nullopt;
-    const at::Tensor view = weightView(node, lq.weightFloat);
+    const at::Tensor view = weightView(node, codeSource(lq));
     const std::int64_t k = view.size(1);
     const Granularity& wg = lq.weightGranularity;
 
@@ -584,7 +584,7 @@ Prepared prepareWeights(const ir::Node& node, const LayerQuant& lq, const Kernel
         p.weight = lq.weightFloat.to(device, plan.castType).contiguous();
         return p;
     }
-    const at::Tensor view = weightView(node, lq.weightFloat).to(at::kFloat);  // [N, K]
+    const at::Tensor view = weightView(node, codeSource(lq)).to(at::kFloat);  // [N, K]
     p.n = view.size(0);
     p.k = view.size(1);
     switch (plan.kind) {

@@ -255,6 +255,26 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             return Error::usage("option group takes a whole number from 2 to 4096, not '" +
                                 value + "'");
         c.weightGranularity = Granularity::perGroup(1, static_cast<std::int64_t>(*n));
+    } else if (key == "method") {
+        if (value == "rtn")
+            c.method = LayerConfig::Method::Rtn;
+        else if (value == "gptq")
+            c.method = LayerConfig::Method::Gptq;
+        else
+            return Error::usage("option method takes rtn or gptq, not '" + value + "'");
+    } else if (key == "damp") {
+        auto n = parseNumber(key, value);
+        if (!n)
+            return n.error();
+        if (!(*n > 0.0 && *n < 1.0))
+            return Error::usage("option damp takes a fraction between 0 and 1, not '" + value +
+                                "'");
+        c.gptqDamp = *n;
+    } else if (key == "act-order") {
+        auto b = parseBool(key, value);
+        if (!b)
+            return b.error();
+        c.gptqActOrder = *b;
     } else if (key == "sym" || key == "act-sym" || key == "double-quant" || key == "fold-bn" ||
                key == "reduce-range") {
         auto b = parseBool(key, value);
@@ -300,7 +320,8 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
     } else {
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
-                            "reduce-range, threshold, alpha, calib, head)");
+                            "reduce-range, method, damp, act-order, threshold, alpha, calib, "
+                            "head)");
     }
     return {};
 }
@@ -331,6 +352,13 @@ bool isLmHead(const ir::Graph& graph, const ir::Node& node)
     return false;
 }
 
+/// True when a GPTQ-only option differs from its default.
+bool hasGptqOptions(const LayerConfig& c)
+{
+    const LayerConfig d;
+    return c.gptqDamp != d.gptqDamp || c.gptqActOrder != d.gptqActOrder;
+}
+
 /// Parses "PRESET[:key=value,key=value]"; a value may itself contain ':' (percentile:99.99).
 /// head=float|quantize is kept apart and applied last, as an override of lm_head.
 Result<Scheme> parseInline(const std::string& spec)
@@ -345,9 +373,12 @@ Result<Scheme> parseInline(const std::string& spec)
     std::stringstream options(spec.substr(colon + 1));
     std::string item;
     std::string head;
+    bool doubleQuantAsked = false;
     while (std::getline(options, item, ',')) {
         if (item.empty())
             continue;
+        if (item.rfind("double-quant=", 0) == 0)
+            doubleQuantAsked = true;
         const auto eq = item.find('=');
         if (eq == std::string::npos)
             return Error::usage("scheme option '" + item + "' needs the form key=value");
@@ -369,6 +400,34 @@ Result<Scheme> parseInline(const std::string& spec)
             return Error::usage("option reduce-range is not offered for the qat-* presets "
                                 "(training fixes the code range)");
     }
+    // w4-nf4:weight=int4 leaves the preset's NF4 double quantization behind; asking for it on
+    // another type is an error. GPTQ picks codes with the float32 scales, so it drops the
+    // preset's double quantization too.
+    const bool gptq = scheme->config.method == LayerConfig::Method::Gptq;
+    if (scheme->config.doubleQuant && !doubleQuantAsked &&
+        (scheme->config.weightType != QuantType::NF4 || gptq))
+        scheme->config.doubleQuant = false;
+    if (gptq) {
+        const LayerConfig& c = scheme->config;
+        std::string refusal;
+        if (c.doubleQuant)
+            refusal = "double quantization (GPTQ rounds with the float32 absmax)";
+        else if (traits(c.weightType).family == TypeFamily::Float)
+            refusal = std::string(traits(c.weightType).name) + " weights (a cast, no grid)";
+        else if (scheme->qat)
+            refusal = "the qat-* presets (training does the rounding)";
+        else if (c.smoothAlpha > 0.0 || c.outlierThreshold > 0.0)
+            refusal = "SmoothQuant / LLM.int8() (their own treatment of the inputs)";
+        if (!refusal.empty())
+            return Error::usage("option method=gptq does not combine with " + refusal +
+                                "; scheme " + scheme->preset);
+    } else if (hasGptqOptions(scheme->config)) {
+        return Error::usage("options damp and act-order belong to method=gptq");
+    }
+    if (scheme->config.doubleQuant && scheme->config.weightType != QuantType::NF4)
+        return Error::usage("option double-quant applies to NF4 weights (bitsandbytes' "
+                            "compress_statistics); scheme " + scheme->preset + " stores its "
+                            "weights as " + std::string(traits(scheme->config.weightType).name));
     // The head's own configuration is the scheme's final one (options may follow head=).
     if (head == "float")
         scheme->overrides[kLmHead] = std::nullopt;
@@ -446,8 +505,13 @@ json configToJson(const LayerConfig& c)
     }
     if (c.actMode == ActMode::Static)
         j["observer"] = c.observer;
-    if (c.doubleQuant)
+    if (c.doubleQuant && c.weightType == QuantType::NF4)
         j["double_quant"] = true;
+    if (c.method == LayerConfig::Method::Gptq) {
+        j["method"] = "gptq";
+        j["damp"] = c.gptqDamp;
+        j["act_order"] = c.gptqActOrder;
+    }
     if (c.reduceRange)
         j["reduce_range"] = true;
     if (c.outlierThreshold > 0)
@@ -474,7 +538,9 @@ std::string LayerConfig::describe() const
     std::string text = std::string(traits(weightType).name);
     if (traits(weightType).needsScale)
         text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym") +
-                (reduceRange ? " 7-bit" : "");
+                (reduceRange ? " 7-bit" : "") +
+                (method == Method::Gptq ? (gptqActOrder ? " gptq act-order" : " gptq")
+                                        : "");
     if (actMode == ActMode::Float)
         return text + " / float acts";
     text += " / " + std::string(traits(actType).name) + " " + actModeName(actMode);

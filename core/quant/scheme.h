@@ -50,6 +50,17 @@ struct LayerConfig {
     /// then only describe it. A row length the block does not divide falls back
     /// (ggmlTypeForRow).
     std::optional<formats::GgmlType> ggmlType;
+    /// How weights are rounded: to nearest (rtn), or by GPTQ (method=gptq: each column rounded
+    /// in turn, the error spread over the columns not yet rounded through the inverse Hessian
+    /// of the layer's calibration inputs; core/quant/gptq.h). GPTQ options: damp= (fraction of
+    /// the mean Hessian diagonal added to it, 0.01), act-order= (columns in order of falling
+    /// Hessian diagonal), static-groups= (group scales from the weight before any update;
+    /// act-order with groups implies it).
+    enum class Method { Rtn, Gptq };
+    Method method = Method::Rtn;
+    double gptqDamp = 0.01;
+    bool gptqActOrder = false;
+    bool gptqStaticGroups = false;
 
     /// "int8 per-channel(0) sym / uint8 static minmax", for tables and reports.
     std::string describe() const;

@@ -97,6 +97,25 @@ TEST(Scheme, ReduceRangePutsInt8WeightsOnSevenBits)
     EXPECT_FALSE(quant::parseScheme("static-int8:reduce-range=maybe").ok());
 }
 
+TEST(Scheme, DoubleQuantIsBitsandbytesNf4Only)
+{
+    // bitsandbytes' compress_statistics quantizes NF4 absmax values; no other type has it.
+    auto int4 = quant::parseScheme("w4-int4:double-quant=true");
+    ASSERT_FALSE(int4.ok());
+    EXPECT_EQ(int4.error().code, ErrorCode::Usage);
+    EXPECT_NE(int4.error().message.find("applies to NF4 weights"), std::string::npos)
+        << int4.error().message;
+    // Changing the weight type of w4-nf4 leaves its double quantization behind.
+    auto moved = quant::parseScheme("w4-nf4:weight=int4");
+    ASSERT_TRUE(moved.ok()) << moved.error().userMessage();
+    EXPECT_FALSE(moved->config.doubleQuant);
+    EXPECT_FALSE(quant::schemeToJson(*moved)["config"].contains("double_quant"));
+    auto plain = quant::parseScheme("w4-nf4:double-quant=false");
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(plain->config.doubleQuant);
+    EXPECT_TRUE(quant::schemeToJson(*quant::parseScheme("w4-nf4"))["config"]["double_quant"]);
+}
+
 TEST(Scheme, BadSpecsAreUsageErrorsNamingTheProblem)
 {
     auto unknown = quant::parseScheme("int3-magic");
