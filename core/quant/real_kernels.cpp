@@ -179,6 +179,14 @@ std::string ownConvBlocker(const ir::Node& node, const LayerQuant& lq)
     return {};
 }
 
+/// Why a float16 / bfloat16 cast layer runs simulated on the CPU (see planKernel).
+std::string castOnCpuWhy(QuantType type)
+{
+    return std::string("LibTorch's ") + (type == QuantType::BF16 ? "bfloat16" : "float16") +
+           " CPU kernels are slower than float32 (fashion-cnn's block2.conv in float16 28x "
+           "slower on an AVX2 CPU), so the float32 simulation runs";
+}
+
 std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
                                      c10::Device device, KernelSource source)
 {
@@ -200,6 +208,13 @@ std::optional<KernelPlan> planKernel(const ir::Node& node, const LayerQuant& lq,
 
     if (c.actMode == ActMode::Cast) {
         if ((wt != QuantType::FP16 && wt != QuantType::BF16) || c.actType != wt)
+            return std::nullopt;
+        // LibTorch's 16-bit CPU convolution and matmul measured far slower than float32 on every
+        // CPU benchmarked (bench/RESULTS.md: fashion-cnn block2.conv 184 ms against 6.6 ms per
+        // batch in float16 on an AVX2 AMD EPYC; 0.56-0.60x for bf16 at::linear with
+        // AVX512-BF16), so where the best kernel is asked for the layer runs simulated there and
+        // says why (castOnCpuWhy); KernelSource::LibTorch still runs it.
+        if (own && !cuda)
             return std::nullopt;
         plan.kind = KernelKind::Cast;
         plan.castType = wt == QuantType::BF16 ? at::kBFloat16 : at::kHalf;
@@ -1105,6 +1120,8 @@ RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device,
                            lq.config.actType == QuantType::FP8E5M2))
                     why = "at::_scaled_mm on the CPU is a reference loop, about 1000x slower "
                           "than float32 (fashion-cnn fc1: 4.3 s against 1.5 ms per batch)";
+                else if (lq.config.actMode == ActMode::Cast)
+                    why = castOnCpuWhy(lq.config.weightType);
                 if (why.empty())
                     why = "no real CPU kernel for " + lq.config.describe() + " on a " +
                           std::string(ir::opKindName(node.op));

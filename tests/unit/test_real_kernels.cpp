@@ -950,6 +950,10 @@ TEST_P(OwnKernels, NamesTheKernelPerSchemeAndLeaveCudaToLibTorch)
         {"w4-nf4", kCuda, none},
         // at::_scaled_mm is a reference loop on the CPU (~1000x slower than float32): simulated.
         {"fp8-e4m3", kCpu, none},
+        // LibTorch's 16-bit CPU kernels are slower than float32: simulated there, not on CUDA.
+        {"bf16", kCpu, none},
+        {"fp16", kCpu, none},
+        {"bf16", kCuda, "at::linear (bfloat16)"},
     };
     if (!f4.empty()) {
         table.push_back({"w4-int4:group=16", kCpu, none});  // not whole 32-element chunks
@@ -975,7 +979,11 @@ TEST_P(OwnKernels, SimulatedLayersSayWhyWhereTheBestKernelWasAsked)
          std::vector<std::pair<std::string, std::string>>{
              {"fp8-e4m3", "simulated (fake-quant, float32): at::_scaled_mm on the CPU is a "
                           "reference loop"},
-             {"static-w4a8", "simulated (fake-quant, float32): no real CPU kernel for int4"}}) {
+             {"static-w4a8", "simulated (fake-quant, float32): no real CPU kernel for int4"},
+             {"fp16", "simulated (fake-quant, float32): LibTorch's float16 CPU kernels are "
+                      "slower than float32"},
+             {"bf16", "simulated (fake-quant, float32): LibTorch's bfloat16 CPU kernels are "
+                      "slower than float32"}}) {
         SCOPED_TRACE(spec);
         const auto model = prepared(graph, spec, inputs(Op::Linear, 50, 64, 991));
         c10::InferenceMode guard;
