@@ -1120,7 +1120,10 @@ RealKernelHook::RealKernelHook(const QuantizedModel& model, c10::Device device,
                            lq.config.actType == QuantType::FP8E5M2))
                     why = "at::_scaled_mm on the CPU is a reference loop, about 1000x slower "
                           "than float32 (fashion-cnn fc1: 4.3 s against 1.5 ms per batch)";
-                else if (lq.config.actMode == ActMode::Cast)
+                else if (lq.config.actMode == ActMode::Cast &&
+                         (lq.config.weightType == QuantType::FP16 ||
+                          lq.config.weightType == QuantType::BF16) &&
+                         lq.config.actType == lq.config.weightType)
                     why = castOnCpuWhy(lq.config.weightType);
                 if (why.empty())
                     why = "no real CPU kernel for " + lq.config.describe() + " on a " +
