@@ -111,6 +111,19 @@ QString reportSummary(const nlohmann::json& report)
                          .arg(q, 0, 'f', 4)
                          .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
     }
+    // Language models: how far the quantized next-token distributions moved (llama-perplexity's
+    // KL divergence statistics).
+    if (const nlohmann::json kl = report.value("kl_divergence", nlohmann::json()); kl.is_object()) {
+        const nlohmann::json kld = kl.value("kld", nlohmann::json());
+        const nlohmann::json top = kl.value("same_top", nlohmann::json());
+        if (kld.is_object() && kld.value("mean", nlohmann::json()).is_number() &&
+            kld.value("p99", nlohmann::json()).is_number() && top.is_object() &&
+            top.value("fraction", nlohmann::json()).is_number())
+            parts << QObject::tr("KL divergence %1 (99th percentile %2), same top token %3 %")
+                         .arg(kld["mean"].get<double>(), 0, 'f', 5)
+                         .arg(kld["p99"].get<double>(), 0, 'f', 4)
+                         .arg(100.0 * top["fraction"].get<double>(), 0, 'f', 1);
+    }
     const nlohmann::json size = report.value("size_bytes", nlohmann::json());
     if (size.is_object() && size.value("float", nlohmann::json()).is_number() &&
         size.value("quantized", nlohmann::json()).is_number()) {

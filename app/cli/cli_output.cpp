@@ -86,6 +86,17 @@ void printReport(const analysis::QuantReport& r)
                         100.0 * (r.metricQuantized->value - r.metricFloat->value),
                         static_cast<long long>(r.metricQuantized->samples));
     }
+    if (r.divergence) {
+        const analysis::LmDivergence& d = *r.divergence;
+        std::printf("kl-div      mean %.6f +- %.6f, median %.6f, 99%% %.6f, max %.6f on %lld "
+                    "tokens\n",
+                    d.meanKld, d.meanKldUncertainty, d.medianKld, d.kldP99, d.maxKld,
+                    static_cast<long long>(d.tokens));
+        std::printf("same top p  %.3f +- %.3f %%; delta p mean %.3f %%, RMS %.3f %%, 1%% %.3f %%, "
+                    "99%% %.3f %%\n",
+                    100.0 * d.sameTop, 100.0 * d.sameTopUncertainty, 100.0 * d.meanDeltaP,
+                    100.0 * d.rmsDeltaP, 100.0 * d.deltaPP01, 100.0 * d.deltaPP99);
+    }
     if (!r.modelNote.empty())
         std::printf("note        %s\n", r.modelNote.c_str());
     int real = 0;

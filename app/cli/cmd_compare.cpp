@@ -37,12 +37,12 @@ int cmdCompare(const Args& args)
         const analysis::QuantReport& report = *run.details;
         const auto& floatMetric = report.metricFloat;
         if (first) {
-            std::printf("%-40s %8s %8s %8s %9s %10s %7s %7s  %s\n", "scheme", "metric", "drop",
-                        "size", "min SQNR", "samples/s", "x float", "time s",
+            std::printf("%-40s %8s %8s %8s %9s %9s %10s %7s %7s  %s\n", "scheme", "metric",
+                        "drop", "size", "min SQNR", "mean KLD", "samples/s", "x float", "time s",
                         "why slower than float");
             if (floatMetric)
-                std::printf("%-40s %8.4f %8s %8s %9s %10s %7s\n", "float32", floatMetric->value,
-                            "", "1.000", "", "", "");
+                std::printf("%-40s %8.4f %8s %8s %9s %9s %10s %7s\n", "float32",
+                            floatMetric->value, "", "1.000", "", "", "", "");
             first = false;
         }
         double minSqnr = std::numeric_limits<double>::infinity();
@@ -52,14 +52,17 @@ int cmdCompare(const Args& args)
         const auto& t = report.throughput;
         const double speedup = t.floatSamplesPerS > 0 ? t.quantizedSamplesPerS / t.floatSamplesPerS
                                                       : NAN;
-        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %10.0f %7.2f %7.1f  %s\n",
+        char kld[32] = "";
+        if (report.divergence)
+            std::snprintf(kld, sizeof kld, "%.5f", report.divergence->meanKld);
+        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %9s %10.0f %7.2f %7.1f  %s\n",
                     report.schemeSpec.substr(0, 40).c_str(), q,
                     !floatMetric                          ? NAN
                     : floatMetric->name == "perplexity" ? 100.0 * (q / floatMetric->value - 1.0)
                                                         : 100.0 * (q - floatMetric->value),
                     static_cast<double>(report.sizeQuantized) /
                         static_cast<double>(report.sizeFloat),
-                    dbText(minSqnr).c_str(), report.throughput.quantizedSamplesPerS, speedup,
+                    dbText(minSqnr).c_str(), kld, report.throughput.quantizedSamplesPerS, speedup,
                     report.seconds, analysis::throughputWhy(t).c_str());
         std::fflush(stdout);
     };

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bitlens::analysis {
 
@@ -39,6 +40,60 @@ Result<MetricValue> evaluatePerplexity(const ir::Graph& graph, const at::Tensor&
                                        c10::Device device = c10::Device(c10::kCPU),
                                        Progress& progress = Progress::none(),
                                        const CancelToken& cancel = CancelToken());
+
+/// How far a quantized causal LM's next-token distributions are from the float model's, over
+/// the tokens that perplexity scores (the same windows and overlap rule), as llama.cpp's
+/// `llama-perplexity --kl-divergence` defines its statistics: per scored token t, with P the
+/// float model's distribution and Q the quantized one's,
+///   KLD_t = sum_v P_v (ln P_v - ln Q_v)   (natural log; computed in float64 over the whole
+///           vocabulary, where llama.cpp's 16-bit log-probability file drops P_v < e^-16),
+///   dp_t  = Q(correct token) - P(correct token),
+///   same top: arg-max of Q == arg-max of P.
+/// Percentiles interpolate linearly at fraction * (n - 1) of the sorted values; the median of an
+/// even count is the mean of the two middle values; an uncertainty is sqrt(var / (n - 1)) of the
+/// per-token values (0 for n <= 10), as llama-perplexity prints them.
+struct LmDivergence {
+    std::int64_t tokens = 0;       ///< scored tokens
+    double pplQuantized = 0.0;     ///< = evaluatePerplexity with the hook, bit for bit
+    double pplFloat = 0.0;         ///< = evaluatePerplexity without it, bit for bit
+    double lnPplRatio = 0.0;       ///< mean of nll(Q) - nll(base) = ln(PPL(Q) / PPL(base))
+    double lnPplRatioUncertainty = 0.0;
+    double pplCorrelation = 0.0;   ///< Cor(ln PPL(Q), ln PPL(base)) over tokens (-ln p per token)
+    double meanKld = 0.0;
+    double meanKldUncertainty = 0.0;
+    double maxKld = 0.0, kldP999 = 0.0, kldP99 = 0.0, kldP95 = 0.0, kldP90 = 0.0;
+    double medianKld = 0.0, kldP10 = 0.0, kldP05 = 0.0, kldP01 = 0.0, kldP001 = 0.0;
+    double minKld = 0.0;
+    double sameTop = 0.0;          ///< fraction of tokens whose arg-max agrees
+    double sameTopUncertainty = 0.0;
+    double meanDeltaP = 0.0;       ///< fractions (llama.cpp prints them x 100 as %)
+    double meanDeltaPUncertainty = 0.0;
+    double rmsDeltaP = 0.0;
+    double rmsDeltaPUncertainty = 0.0;
+    double maxDeltaP = 0.0, deltaPP999 = 0.0, deltaPP99 = 0.0, deltaPP95 = 0.0, deltaPP90 = 0.0;
+    double deltaPP75 = 0.0, medianDeltaP = 0.0, deltaPP25 = 0.0, deltaPP10 = 0.0;
+    double deltaPP05 = 0.0, deltaPP01 = 0.0, deltaPP001 = 0.0, minDeltaP = 0.0;
+};
+
+/// The statistics of LmDivergence from per-token values (the float and quantized negative
+/// log-likelihoods of the correct token, the KLD, dp and same-top of each token); exposed so
+/// tests can check the arithmetic on known values.
+LmDivergence summarizeDivergence(const std::vector<double>& nllQuantized,
+                                 const std::vector<double>& nllFloat,
+                                 std::vector<double> kld, std::vector<double> deltaP,
+                                 std::int64_t sameTop);
+
+/// Runs `floatGraph` and `quantGraph` + `hook` (the quantized model; the same graph is fine)
+/// on the same token windows and compares their next-token distributions (LmDivergence). Two
+/// forward passes per window; only one window's logits are held at a time.
+Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
+                                          const ir::Graph& quantGraph,
+                                          std::shared_ptr<exec::NodeHook> hook,
+                                          const at::Tensor& windows,
+                                          const SequenceMetricOptions& options,
+                                          c10::Device device = c10::Device(c10::kCPU),
+                                          Progress& progress = Progress::none(),
+                                          const CancelToken& cancel = CancelToken());
 
 /// Sentence embeddings as sentence-transformers makes them: the mean of the token embeddings
 /// [N, S, H] over tokens whose mask [N, S] is non-zero.

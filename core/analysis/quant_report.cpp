@@ -350,7 +350,30 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 row.note = row.note.empty() ? n->second : row.note + "; " + n->second;
         }
 
-        if (eval) {
+        if (eval && taskOf(model.graph) == Task::LanguageModel) {
+            // One pass gives both perplexities (bit for bit evaluatePerplexity's) and the KL
+            // divergence; a float metric handed in is the same number, so it is kept.
+            Progress sub([&](double f, const std::string&) {
+                progress.report(0.35 + 0.65 * f, "evaluating float and quantized model");
+            });
+            auto d = evaluateLmDivergence(floatGraph, model.graph, quant::makeQuantHook(model, {}),
+                                          eval->inputs, options.sequence, options.device, sub,
+                                          cancel);
+            if (!d) {
+                Error e = d.error();
+                if (e.path.empty() && e.code == ErrorCode::BadInput)
+                    e.path = eval->path;
+                return e;
+            }
+            MetricValue pf{std::string(ir::metricNameOf(Task::LanguageModel)), d->pplFloat,
+                           d->tokens};
+            pf.higherIsBetter = false;
+            MetricValue pq = pf;
+            pq.value = d->pplQuantized;
+            report.metricFloat = floatMetric ? floatMetric : std::optional<MetricValue>(pf);
+            report.metricQuantized = pq;
+            report.divergence = *d;
+        } else if (eval) {
             if (!floatMetric) {
                 Progress sub([&](double f, const std::string&) {
                     progress.report(0.35 + 0.3 * f, "evaluating float model");

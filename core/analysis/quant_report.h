@@ -101,6 +101,10 @@ struct QuantReport {
     quant::Scheme scheme;
     std::optional<MetricValue> metricFloat;
     std::optional<MetricValue> metricQuantized;
+    /// Language models: the quantized model's next-token distributions against the float
+    /// model's over the evaluation windows (KL divergence, same top p, delta p), with both
+    /// perplexities from the same pass.
+    std::optional<LmDivergence> divergence;
     std::int64_t sizeFloat = 0;
     std::int64_t sizeQuantized = 0;
     std::vector<LayerReport> layers;

@@ -139,6 +139,49 @@ json reportToJson(const analysis::QuantReport& r)
             {"seconds", r.seconds}};
     if (r.qat)
         j["qat"] = qatJson(*r.qat);
+    if (r.divergence) {
+        const analysis::LmDivergence& d = *r.divergence;
+        // As llama-perplexity --kl-divergence reports them; delta p as fractions, not %.
+        j["kl_divergence"] = {
+            {"tokens", d.tokens},
+            {"ppl_float", number(d.pplFloat)},
+            {"ppl_quantized", number(d.pplQuantized)},
+            {"ln_ppl_ratio", {{"mean", number(d.lnPplRatio)},
+                              {"uncertainty", number(d.lnPplRatioUncertainty)}}},
+            {"ppl_correlation", number(d.pplCorrelation)},
+            {"kld", {{"mean", number(d.meanKld)},
+                     {"uncertainty", number(d.meanKldUncertainty)},
+                     {"max", number(d.maxKld)},
+                     {"p99.9", number(d.kldP999)},
+                     {"p99", number(d.kldP99)},
+                     {"p95", number(d.kldP95)},
+                     {"p90", number(d.kldP90)},
+                     {"median", number(d.medianKld)},
+                     {"p10", number(d.kldP10)},
+                     {"p5", number(d.kldP05)},
+                     {"p1", number(d.kldP01)},
+                     {"p0.1", number(d.kldP001)},
+                     {"min", number(d.minKld)}}},
+            {"same_top", {{"fraction", number(d.sameTop)},
+                          {"uncertainty", number(d.sameTopUncertainty)}}},
+            {"delta_p", {{"mean", number(d.meanDeltaP)},
+                         {"uncertainty", number(d.meanDeltaPUncertainty)},
+                         {"rms", number(d.rmsDeltaP)},
+                         {"rms_uncertainty", number(d.rmsDeltaPUncertainty)},
+                         {"max", number(d.maxDeltaP)},
+                         {"p99.9", number(d.deltaPP999)},
+                         {"p99", number(d.deltaPP99)},
+                         {"p95", number(d.deltaPP95)},
+                         {"p90", number(d.deltaPP90)},
+                         {"p75", number(d.deltaPP75)},
+                         {"median", number(d.medianDeltaP)},
+                         {"p25", number(d.deltaPP25)},
+                         {"p10", number(d.deltaPP10)},
+                         {"p5", number(d.deltaPP05)},
+                         {"p1", number(d.deltaPP01)},
+                         {"p0.1", number(d.deltaPP001)},
+                         {"min", number(d.minDeltaP)}}}};
+    }
     return j;
 }
 
