@@ -8,7 +8,8 @@
         requantize with their own rounding)
 
     ort_check.py probe MODEL.onnx PROBE.onnx
-        -> PROBE.onnx: MODEL with the output of every QuantizeLinear added as a graph output
+        -> PROBE.onnx: MODEL with the output of every QuantizeLinear added as a graph output,
+           and the three of every DynamicQuantizeLinear (codes, scale, zero point)
     ort_check.py agree PROBE.onnx X.npy BITLENS_DIR
         -> compares onnxruntime (optimizations off: the nodes as written) with `bitlens-cli run`
            of PROBE.onnx on X.npy (its outputs in BITLENS_DIR), as "Green on every x86-64
@@ -17,8 +18,10 @@
            kernels (MLAS vs LibTorch; AVX2 vs AVX-512) round its last bit differently, in at
            most 1 % of the elements; the graph output may differ by exactly what those flipped
            codes of the last layer's input give through its dequantized weights, plus float
-           rounding. A wrong scale, zero point or rounding rule moves most codes by more than
-           one step and fails.
+           rounding. A dynamic layer's scale comes from the range of float values the two
+           runtimes computed, so it may differ in its last bits (at most 1e-6 relative) and its
+           zero point by one step. A wrong scale, zero point or rounding rule moves most codes by
+           more than one step and fails.
     ort_check.py optimized MODEL.onnx X.npy BITLENS_OUT.npy [strict]
         -> onnxruntime with its default optimizations (QDQ fused into integer kernels) against
            BitLens's logits: on a CPU with VNNI those kernels are exact up to requantization
@@ -78,7 +81,23 @@ def probe(model, out):
         if n.op_type == "QuantizeLinear" and n.output[0] not in outputs:
             elem = inits[n.input[2]].data_type if len(n.input) > 2 else onnx.TensorProto.UINT8
             m.graph.output.append(helper.make_tensor_value_info(n.output[0], elem, None))
+        if n.op_type == "DynamicQuantizeLinear":
+            for name, elem in zip(n.output, (onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT,
+                                             onnx.TensorProto.UINT8)):
+                if name and name not in outputs:
+                    m.graph.output.append(helper.make_tensor_value_info(name, elem, None))
     onnx.save(m, out)
+
+
+def dynamic_parameters(m):
+    """{name: 'scale' | 'zero_point'} of every DynamicQuantizeLinear's run-time parameters."""
+    kinds = {}
+    for n in m.graph.node:
+        if n.op_type == "DynamicQuantizeLinear":
+            kinds[n.output[1]] = "scale"
+            if len(n.output) > 2:
+                kinds[n.output[2]] = "zero_point"
+    return kinds
 
 
 def final_layer_bound(m, inits, ort_out, bl_out, name):
@@ -94,7 +113,14 @@ def final_layer_bound(m, inits, ort_out, bl_out, name):
     q_name = dq_x.input[0]
     if q_name not in ort_out or q_name not in bl_out:
         return None
-    s_x = numpy_helper.to_array(inits[dq_x.input[1]]).astype(np.float64)
+    # A static scale is an initializer; a dynamic one (DynamicQuantizeLinear) is ORT's run-time
+    # output, within 1e-6 relative of BitLens' (checked in agree).
+    if dq_x.input[1] in inits:
+        s_x = numpy_helper.to_array(inits[dq_x.input[1]]).astype(np.float64)
+    elif dq_x.input[1] in ort_out:
+        s_x = np.asarray(ort_out[dq_x.input[1]], dtype=np.float64)
+    else:
+        return None
     w_q = numpy_helper.to_array(inits[dq_w.input[0]]).astype(np.float64)
     w_s = numpy_helper.to_array(inits[dq_w.input[1]]).astype(np.float64)
     w_z = numpy_helper.to_array(inits[dq_w.input[2]]).astype(np.float64) if len(dq_w.input) > 2 else 0.0
@@ -124,10 +150,24 @@ def agree(probe_model, xpath, bl_dir):
     bl_out = {n: np.load(os.path.join(bl_dir, n + ".npy")) for n in names}
     problems = []
     flips_total = 0
+    dynamic = dynamic_parameters(m)
     for n in names:
         a, b = ort_out[n], bl_out[n]
         if a.shape != b.shape:
             problems.append("%s: shape %s vs %s" % (n, a.shape, b.shape))
+            continue
+        if dynamic.get(n) == "scale":
+            rel = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max()
+                        / max(float(np.abs(b).max()), 1e-30))
+            print("scale %-32s %.9g vs %.9g (relative %.2g)" % (n, float(a.max()), float(b.max()), rel))
+            if rel > 1e-6:
+                problems.append("%s: dynamic scale differs by %.3g relative" % (n, rel))
+            continue
+        if dynamic.get(n) == "zero_point":
+            d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+            print("zero point %-27s %s vs %s" % (n, a.ravel().tolist(), b.ravel().tolist()))
+            if d.max() > 1:
+                problems.append("%s: dynamic zero point differs by %d" % (n, d.max()))
             continue
         if a.dtype in (np.uint8, np.int8):
             d = np.abs(a.astype(np.int64) - b.astype(np.int64))
@@ -139,7 +179,7 @@ def agree(probe_model, xpath, bl_dir):
                                 % (n, d.max(), flips, d.size))
     for o in m.graph.output:
         a, b = ort_out[o.name], bl_out[o.name]
-        if a.dtype in (np.uint8, np.int8) or a.shape != b.shape:
+        if a.dtype in (np.uint8, np.int8) or a.shape != b.shape or o.name in dynamic:
             continue
         d = np.abs(a.astype(np.float64) - b.astype(np.float64))
         scale = float(np.abs(b).max())
