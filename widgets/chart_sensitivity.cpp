@@ -47,10 +47,12 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
         std::optional<double> sqnr;
     };
     std::vector<Entry> entries;
+    m_byKld = rj::text(sensitivity, "rank") == QLatin1String("kld");
     if (const nlohmann::json* layers = rj::array(sensitivity, "layers"))
         for (const nlohmann::json& layer : *layers) {
             const QString name = rj::text(layer, "layer");
-            const auto drop = rj::number(layer, "drop");
+            // Ranked by KL divergence, the bar is the KLD (always >= 0, larger is worse).
+            const auto drop = rj::number(layer, m_byKld ? "kld" : "drop");
             if (name.isEmpty() || !drop)
                 continue;
             entries.push_back({name, *drop, rj::number(layer, "metric").value_or(NAN),
@@ -66,7 +68,7 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
                      [](const Entry& a, const Entry& b) { return a.drop > b.drop; });
     for (const Entry& e : entries) {
         m_names << e.name;
-        m_changes.push_back(-100.0 * e.drop);
+        m_changes.push_back(m_byKld ? e.drop : -100.0 * e.drop);
         m_metrics.push_back(e.metric);
         m_sqnr.push_back(e.sqnr);
     }
@@ -78,28 +80,38 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
         floatMetric = rj::number(*metric, "float");
     }
     m_metricTitle = rj::metricTitle(metricName);
-    QString title = tr("Sensitivity to %1, one layer quantized at a time")
+    QString title = (m_byKld ? tr("Output KL divergence per layer, %1 on one layer at a time")
+                             : tr("Sensitivity to %1, one layer quantized at a time"))
                         .arg(rj::schemeName(sensitivity));
     if (floatMetric)
         title += tr(" — float %1 %2").arg(m_metricTitle.toLower()).arg(*floatMetric, 0, 'f', 4);
     setChartTitle(title);
 
     // Category 0 is drawn at the bottom: reverse so that the most sensitive layer is on top.
-    // Two stacked sets (one value each per row) colour worse and better rows differently.
-    auto* worse = new QBarSet(tr("Worse than float (keep in higher precision?)"));
-    auto* better = new QBarSet(tr("Same or better than float"));
+    // Two stacked sets (one value each per row) colour worse and better rows differently; a KL
+    // divergence is never better than float, so it has the one set.
+    auto* worse = new QBarSet(m_byKld ? tr("KL divergence from the float model (keep the top "
+                                           "layers in higher precision?)")
+                                        : tr("Worse than float (keep in higher precision?)"));
+    auto* better = m_byKld ? nullptr : new QBarSet(tr("Same or better than float"));
     worse->setColor(chartColor(3));
-    better->setColor(chartColor(2));
+    if (better)
+        better->setColor(chartColor(2));
     QStringList categories;
     for (int i = static_cast<int>(m_names.size()) - 1; i >= 0; --i) {
         const double change = m_changes[static_cast<std::size_t>(i)];
-        *worse << (change < 0 ? change : 0.0);
-        *better << (change < 0 ? 0.0 : change);
+        if (m_byKld) {
+            *worse << change;
+        } else {
+            *worse << (change < 0 ? change : 0.0);
+            *better << (change < 0 ? 0.0 : change);
+        }
         categories << m_names[i];
     }
     m_series = new QHorizontalStackedBarSeries;
     m_series->append(worse);
-    m_series->append(better);
+    if (better)
+        m_series->append(better);
     m_series->setBarWidth(0.6);
     chart()->addSeries(m_series);
 
@@ -109,14 +121,17 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     chart()->addAxis(axisY, Qt::AlignLeft);
     m_series->attachAxis(axisY);
     const auto [lo, hi] = std::minmax_element(m_changes.begin(), m_changes.end());
-    const double span = std::max(0.1, *hi - *lo);
-    QValueAxis* axisX = addValueAxis(tr("Change in %1 (points)").arg(m_metricTitle.toLower()),
-                                     Qt::AlignBottom);
+    // KL divergences are small (often < 0.01 nats): no floor of 0.1 on their span.
+    const double span = m_byKld ? std::max(1e-9, *hi - std::min(0.0, *lo)) : std::max(0.1, *hi - *lo);
+    QValueAxis* axisX = addValueAxis(
+        m_byKld ? tr("Mean KL divergence of the next-token distribution vs float (nats)")
+                : tr("Change in %1 (points)").arg(m_metricTitle.toLower()),
+        Qt::AlignBottom);
     setRoundTicks(axisX, std::min(0.0, *lo) - 0.08 * span, std::max(0.0, *hi) + 0.08 * span, 8);
     m_series->attachAxis(axisX);
 
     const int count = static_cast<int>(m_names.size());
-    for (QBarSet* set : {worse, better}) {
+    for (QBarSet* set : m_series->barSets()) {
         connect(set, &QBarSet::clicked, this,
                 [this, count](int index) { onBarClicked(count - 1 - index); });
         connect(set, &QBarSet::hovered, this, [this, count](bool status, int index) {
@@ -126,12 +141,18 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
                 return;
             }
             const auto i = static_cast<std::size_t>(rank);
-            QString text = tr("<b>%1</b> (rank %2 of %3)<br>%4 change %5 points")
-                               .arg(m_names[rank].toHtmlEscaped())
-                               .arg(rank + 1)
-                               .arg(count)
-                               .arg(m_metricTitle)
-                               .arg(m_changes[i], 0, 'f', 2);
+            QString text =
+                m_byKld ? tr("<b>%1</b> (rank %2 of %3)<br>mean KL divergence %4 nats")
+                              .arg(m_names[rank].toHtmlEscaped())
+                              .arg(rank + 1)
+                              .arg(count)
+                              .arg(m_changes[i], 0, 'g', 4)
+                        : tr("<b>%1</b> (rank %2 of %3)<br>%4 change %5 points")
+                              .arg(m_names[rank].toHtmlEscaped())
+                              .arg(rank + 1)
+                              .arg(count)
+                              .arg(m_metricTitle)
+                              .arg(m_changes[i], 0, 'f', 2);
             if (std::isfinite(m_metrics[i]))
                 text += tr("<br>%1 with only this layer quantized: %2")
                             .arg(m_metricTitle)

@@ -30,6 +30,8 @@ public:
     QStringList rankedLayers() const { return m_names; }
     /// Metric change in points per ranked layer (negative: worse than float).
     std::vector<double> changesPoints() const { return m_changes; }
+    /// True when the bars are KL divergences (a sweep with "rank": "kld").
+    bool rankedByKld() const { return m_byKld; }
     /// The series (sets: worse, not worse); nullptr without data.
     QHorizontalStackedBarSeries* barSeries() const { return m_series; }
 
@@ -50,6 +52,9 @@ private:
     std::vector<std::optional<double>> m_sqnr;
     QHorizontalStackedBarSeries* m_series = nullptr;
     QString m_metricTitle;
+    /// The sweep ranked a language model by output KL divergence ("rank": "kld"): the bars are
+    /// each layer's mean KLD (m_changes holds them), not a metric change in points.
+    bool m_byKld = false;
 };
 
 } // namespace bitlens::widgets

@@ -126,6 +126,7 @@ void MainWindow::runSensitivity()
     QuantRequest request;
     if (!prepareRun(request))
         return;
+    request.sensitivityByKld = m_reportView->sensitivityByKld();
     const QString scheme = QString::fromStdString(request.scheme);
     m_quantJobs->start(
         tr("Sensitivity of %1").arg(scheme),

@@ -286,6 +286,11 @@ QWidget* ReportView::createCompareTab()
     return tab;
 }
 
+bool ReportView::sensitivityByKld() const
+{
+    return m_sensitivityRank && m_sensitivityRank->currentIndex() == 1;
+}
+
 QWidget* ReportView::createSensitivityTab()
 {
     auto* tab = new QWidget;
@@ -297,6 +302,16 @@ QWidget* ReportView::createSensitivityTab()
                        "metric: which layer costs the most accuracy?"));
     connect(run, &QPushButton::clicked, this, &ReportView::sensitivityRequested);
     row->addWidget(run);
+    row->addWidget(new QLabel(tr("Rank by:")));
+    m_sensitivityRank = new QComboBox;
+    m_sensitivityRank->setObjectName(QStringLiteral("sensitivityRank"));
+    m_sensitivityRank->addItem(tr("Task metric change"));
+    m_sensitivityRank->addItem(tr("Output KL divergence (language models)"));
+    m_sensitivityRank->setToolTip(
+        tr("Language models: rank each layer by how far its quantization alone moves the "
+           "next-token distributions from the float model's (mean KL divergence, as "
+           "llama-perplexity reports it; one float and one quantized pass per layer)"));
+    row->addWidget(m_sensitivityRank);
     row->addStretch(1);
     layout->addLayout(row);
     m_sensitivityChart = new SensitivityChart;

@@ -102,6 +102,11 @@ public:
     SideBySideView* sideBySideView() const { return m_sideBySide; }
     /// Histogram mode: Error, Weights or Activations.
     QComboBox* histogramMode() const { return m_histogramMode; }
+    /// The Sensitivity tab's "Rank by" box: the task metric (0) or, for language models, the
+    /// output KL divergence (1).
+    QComboBox* sensitivityRank() const { return m_sensitivityRank; }
+    /// True when the next sweep ranks layers by output KL divergence.
+    bool sensitivityByKld() const;
 
 Q_SIGNALS:
     /// setReport() showed a report (a run, a history row or an opened file).
@@ -127,6 +132,7 @@ private:
     QTabWidget* m_tabs;
     SqnrChart* m_sqnr = nullptr;
     QComboBox* m_histogramMode = nullptr;
+    QComboBox* m_sensitivityRank = nullptr;
     HistogramChart* m_histogram = nullptr;
     MemoryChart* m_memory = nullptr;
     LayerHeatmap* m_heatmap = nullptr;

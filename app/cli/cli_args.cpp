@@ -22,7 +22,7 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--tokens", true}, {"--project", true}, {"--no-special", false},
     {"--precision", true}, {"--kv-precision", true}, {"--act-precision", true},
     {"--use", true}, {"--context", true}, {"--gpu", true}, {"--cards", true},
-    {"--list", false}, {"--rank", true}, {"--checkpointing", false},
+    {"--list", false}, {"--rank", true}, {"--checkpointing", false}, {"--by", true},
 };
 
 } // namespace

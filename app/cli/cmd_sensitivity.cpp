@@ -1,10 +1,12 @@
-// bitlens-cli sensitivity: quantize each layer alone and rank the layers by metric drop.
+// bitlens-cli sensitivity: quantize each layer alone and rank the layers by metric drop, or
+// (--by kld, language models) by the KL divergence of the output.
 
 #include "cli.h"
 
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace bitlens::cli {
@@ -12,9 +14,12 @@ namespace bitlens::cli {
 int cmdSensitivity(const Args& args)
 {
     if (auto r = requireScheme(args, "sensitivity MODEL --scheme SCHEME [--calib DATA] "
-                                     "[--eval DATA] [--report FILE.json]");
+                                     "[--eval DATA] [--by metric|kld] [--report FILE.json]");
         !r)
         return fail(r.error());
+    const std::string by = args.has("--by") ? args.get("--by") : "metric";
+    if (by != "metric" && by != "kld")
+        return fail(Error::usage("--by must be metric or kld, not '" + by + "'"));
     const std::string spec = args.get("--scheme");
     auto ws = openWorkspace(args, args.has("--quiet") || args.has("--json"));
     if (!ws)
@@ -22,6 +27,7 @@ int cmdSensitivity(const Args& args)
     auto request = runRequest(args, **ws, true);
     if (!request)
         return fail(request.error());
+    request->sensitivityByKld = by == "kld";
     Progress progress = stderrProgress(args.has("--quiet"));
     auto sweep = workspace::sensitivity(**ws, *request, progress, CancelToken());
     if (!sweep)
@@ -29,10 +35,18 @@ int cmdSensitivity(const Args& args)
     const analysis::MetricValue& floatMetric = *sweep->floatMetric;
     std::printf("%s = %.4f in float; each layer quantized alone with %s:\n\n",
                 floatMetric.name.c_str(), floatMetric.value, spec.c_str());
-    std::printf("%-20s %8s %14s %9s\n", "layer", "metric", "change (points)", "SQNR dB");
-    for (const auto& row : *sweep->rows)
-        std::printf("%-20s %8.4f %+14.2f %9s\n", row.layer.c_str(), row.metric, -100.0 * row.drop,
-                    dbText(row.sqnrDb).c_str());
+    if (request->sensitivityByKld) {
+        std::printf("%-20s %10s %11s %11s %9s\n", "layer", "metric", "change", "mean KLD",
+                    "SQNR dB");
+        for (const auto& row : *sweep->rows)
+            std::printf("%-20s %10.5g %+11.4g %11.4g %9s\n", row.layer.c_str(), row.metric,
+                        row.drop, row.kld.value_or(NAN), dbText(row.sqnrDb).c_str());
+    } else {
+        std::printf("%-20s %8s %14s %9s\n", "layer", "metric", "change (points)", "SQNR dB");
+        for (const auto& row : *sweep->rows)
+            std::printf("%-20s %8.4f %+14.2f %9s\n", row.layer.c_str(), row.metric,
+                        -100.0 * row.drop, dbText(row.sqnrDb).c_str());
+    }
     if (args.has("--report"))
         if (auto r = workspace::writeJsonFile(args.get("--report"), sweep->report); !r)
             return fail(r.error());

@@ -34,8 +34,9 @@ commands:
   compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
                                      one quantize run per scheme, side by side (all: every
                                      post-training preset; name qat-* schemes to train them)
-  sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--report FILE.json]
-                                     quantize each layer alone; rank layers by metric drop
+  sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--by metric|kld]
+              [--report FILE.json]   quantize each layer alone; rank layers by metric drop
+                                     (--by kld: language models, by output KL divergence)
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
                                      float vs quantized samples/s, side by side
   tokenize MODEL --text FILE [--json] [--no-special]

@@ -411,6 +411,11 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
                                                 const MetricValue& floatMetric,
                                                 Progress& progress, const CancelToken& cancel)
 {
+    const bool byKld = options.sensitivityByKld;
+    if (byKld && taskOf(model.graph) != Task::LanguageModel)
+        return Error::usage("ranking layers by KL divergence needs a language model (task lm); "
+                            "this model's metric is " +
+                            std::string(ir::metricNameOf(taskOf(model.graph))));
     auto report = analyze(floatGraph, model, analysisBatch, nullptr, options, floatMetric,
                           Progress::none(), cancel);
     if (!report)
@@ -425,6 +430,20 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
             progress.report((static_cast<double>(i) + f) / static_cast<double>(total),
                             "sensitivity: " + layer.name);
         });
+        if (byKld) {
+            auto d = evaluateLmDivergence(floatGraph, model.graph,
+                                          quant::makeQuantHook(model, {layer.name}), eval.inputs,
+                                          options.sequence, options.device, sub, cancel);
+            if (!d) {
+                Error e = d.error();
+                if (e.path.empty() && e.code == ErrorCode::BadInput)
+                    e.path = eval.path;
+                return e;
+            }
+            rows.push_back({layer.name, d->pplQuantized, d->pplQuantized - floatMetric.value,
+                            layer.local.sqnrDb, d->meanKld});
+            continue;
+        }
         auto m = evaluateQuantized(model, eval, options, {layer.name}, sub, cancel);
         if (!m)
             return m.error();
@@ -433,7 +452,10 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
         rows.push_back({layer.name, m->value, drop, layer.local.sqnrDb});
     }
     std::stable_sort(rows.begin(), rows.end(),
-                     [](const SensitivityRow& a, const SensitivityRow& b) { return a.drop > b.drop; });
+                     [byKld](const SensitivityRow& a, const SensitivityRow& b) {
+                         return byKld ? a.kld.value_or(0.0) > b.kld.value_or(0.0)
+                                      : a.drop > b.drop;
+                     });
     return rows;
 }
 

@@ -127,6 +127,10 @@ struct AnalysisOptions {
     /// overlap, and the smaller analysis batch that layer comparison keeps in memory.
     SequenceMetricOptions sequence;
     std::int64_t sequenceAnalysisSamples = 2;
+    /// Sensitivity of a language model ranked by the mean KL divergence of its output with each
+    /// layer quantized alone (one float and one quantized pass per layer) instead of by the
+    /// perplexity change (one pass).
+    bool sensitivityByKld = false;
     std::int64_t sequenceAnalysisTokens = 128;
 };
 
@@ -158,9 +162,14 @@ struct SensitivityRow {
     double metric = 0.0;
     double drop = 0.0;  ///< how much worse than float: float - metric (perplexity: metric - float)
     double sqnrDb = 0.0;     ///< local SQNR of the layer
+    /// Ranked by KL divergence (language models): the mean KLD of the next-token distributions
+    /// with only this layer quantized, against the float model's (LmDivergence::meanKld).
+    std::optional<double> kld;
 };
 
-/// Quantizes each layer alone and measures the metric; rows sorted by drop, largest first.
+/// Quantizes each layer alone and measures the metric; rows sorted by drop, largest first
+/// (with options.sensitivityByKld, a language model's rows carry the KL divergence and are
+/// sorted by it; a model of another task is refused with a usage error).
 Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
                                                 const quant::QuantizedModel& model,
                                                 const io::Dataset& eval,

@@ -214,12 +214,20 @@ json sensitivityToJson(const analysis::MetricValue& floatMetric,
                        const std::vector<analysis::SensitivityRow>& rows)
 {
     json layers = json::array();
-    for (const auto& row : rows)
-        layers.push_back({{"layer", row.layer},
-                          {"metric", row.metric},
-                          {"drop", row.drop},
-                          {"sqnr_db", number(row.sqnrDb)}});
+    bool byKld = false;
+    for (const auto& row : rows) {
+        json layer = {{"layer", row.layer},
+                      {"metric", row.metric},
+                      {"drop", row.drop},
+                      {"sqnr_db", number(row.sqnrDb)}};
+        if (row.kld) {
+            layer["kld"] = number(*row.kld);
+            byKld = true;
+        }
+        layers.push_back(std::move(layer));
+    }
     return {{"metric", {{"name", floatMetric.name}, {"float", floatMetric.value}}},
+            {"rank", byKld ? "kld" : "metric"},
             {"layers", layers}};
 }
 

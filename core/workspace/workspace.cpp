@@ -418,6 +418,7 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
         }
         analysis::AnalysisOptions options;
         options.device = device;
+        options.sensitivityByKld = request.sensitivityByKld;
         Progress sweep = subProgress(progress, 0.2, 1.0, "sensitivity: ");
         auto rows = analysis::sensitivity(graph, *prepared->model, *data.eval,
                                           data.eval->inputs, options, *state.floatMetric, sweep,

@@ -68,6 +68,9 @@ struct RunRequest {
     std::int64_t evalLimit = 0;  ///< evaluation samples kept (0 = all; text: windows / lines)
     std::int64_t seqLen = 0;     ///< text: window / row length in tokens (0 = the default)
     std::int64_t evalTokens = 0; ///< language-model evaluation text: token budget (0 = none)
+    /// Sensitivity: rank a language model's layers by the KL divergence of its output
+    /// (AnalysisOptions::sensitivityByKld) instead of by the metric change.
+    bool sensitivityByKld = false;
     /// QAT schemes: called on the worker thread after every training step (may be empty).
     std::function<void(const TrainingPoint&)> onTrainingStep;
     /// QAT schemes: stops training at the next step and keeps the best checkpoint, which is

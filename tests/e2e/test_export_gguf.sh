@@ -24,6 +24,16 @@ fi
 # The tiny random llama (make_tiny_llama.py: hf/, text.txt, allfloat.json).
 "$py" "$(dirname "${BASH_SOURCE[0]}")/make_tiny_llama.py" "$tmp" "$data/text/bpe_smollm.json"
 
+# Sensitivity of a language model ranked by the KL divergence of its next-token distribution.
+check sensitivity-kld 0 "$cli" sensitivity "$tmp/hf" --scheme w4-int4 --by kld --eval "$tmp/text.txt" \
+  --seq-len 32 --limit 4 --report "$tmp/sens.json" --quiet
+expect sensitivity-kld-rows report "$tmp/sens.json" "
+r = d['layers']
+assert d['rank'] == 'kld' and d['metric']['name'] == 'perplexity' and len(r) == 14, d
+assert all(x['kld'] > 0 for x in r) and all(r[i]['kld'] >= r[i+1]['kld'] for i in range(len(r)-1)), r
+"
+expect sensitivity-kld-table grep -q "mean KLD" "$tmp/out"
+
 for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-f16; do
   out="$tmp/$scheme.gguf"
   check "export-$scheme" 0 "$cli" export "$tmp/hf" --scheme $scheme --format gguf --out "$out" \

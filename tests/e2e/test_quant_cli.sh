@@ -54,6 +54,12 @@ check sensitivity 0 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 1000
 expect sensitivity-rows report "$tmp/sens.json" "r=d['layers']; assert len(r)==4
 assert sorted(x['layer'] for x in r)==['block1.conv','block2.conv','fc1','logits']
 assert all(r[i]['drop']>=r[i+1]['drop'] for i in range(3))"
+expect sensitivity-rank-metric report "$tmp/sens.json" "assert d['rank']=='metric' and all('kld' not in x for x in d['layers'])"
+# ranking by KL divergence needs a language model; an unknown ranking is a usage error
+check sensitivity-kld-classifier 2 "$cli" sensitivity fashion-cnn --scheme w4-int4 --by kld --limit 100
+expect sensitivity-kld-classifier-says grep -q "KL divergence needs a language model" "$tmp/err"
+check sensitivity-by-bogus 2 "$cli" sensitivity fashion-cnn --scheme w4-int4 --by sqnr --limit 100
+expect sensitivity-by-bogus-says grep -q "\-\-by must be metric or kld" "$tmp/err"
 
 # bench --json gives the report's "throughput" object
 check bench 0 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json

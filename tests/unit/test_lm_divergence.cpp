@@ -264,3 +264,59 @@ TEST(LmDivergence, ReportCarriesItForLanguageModels)
     EXPECT_TRUE(j["kl_divergence"]["same_top"]["fraction"].is_number());
     EXPECT_TRUE(j["kl_divergence"]["delta_p"]["p99.9"].is_number());
 }
+
+// Sensitivity ranked by KL divergence: each layer quantized alone, its mean KLD the one
+// evaluateLmDivergence gives for that layer, rows sorted by it; JSON says how it ranked; a
+// classifier is refused with a usage error.
+TEST(LmDivergence, SensitivityRanksLayersByKld)
+{
+    c10::InferenceMode guard;
+    const TinyLlama t = tinyLlama();
+    ASSERT_TRUE(t.windows.defined());
+    auto scheme = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(scheme.ok());
+    auto model = quant::prepare(t.graph, *scheme, at::Tensor());
+    ASSERT_TRUE(model.ok()) << model.error().userMessage();
+    io::Dataset eval;
+    eval.path = "windows.npy";
+    eval.inputs = t.windows.slice(0, 0, 2);
+    analysis::AnalysisOptions options;
+    options.sequence.overlap = t.overlap;
+    auto floatMetric = analysis::evaluateMetric(t.graph, eval, c10::Device(c10::kCPU), 256,
+                                                nullptr, options.sequence);
+    ASSERT_TRUE(floatMetric.ok()) << floatMetric.error().userMessage();
+
+    options.sensitivityByKld = true;
+    auto rows = analysis::sensitivity(t.graph, *model, eval, t.windows.slice(0, 0, 1), options,
+                                      *floatMetric);
+    ASSERT_TRUE(rows.ok()) << rows.error().userMessage();
+    ASSERT_GE(rows->size(), 3U);
+    for (std::size_t i = 0; i < rows->size(); ++i) {
+        const auto& r = (*rows)[i];
+        ASSERT_TRUE(r.kld.has_value()) << r.layer;
+        EXPECT_GT(*r.kld, 0.0) << r.layer;
+        if (i > 0)
+            EXPECT_GE(*(*rows)[i - 1].kld, *r.kld) << "rows are not sorted by KLD at " << r.layer;
+    }
+    // The top row's KLD and perplexity are the divergence pass's for that layer alone.
+    const auto& top = rows->front();
+    auto alone = analysis::evaluateLmDivergence(t.graph, model->graph,
+                                                quant::makeQuantHook(*model, {top.layer}),
+                                                eval.inputs, options.sequence);
+    ASSERT_TRUE(alone.ok()) << alone.error().userMessage();
+    EXPECT_EQ(*top.kld, alone->meanKld);
+    EXPECT_EQ(top.metric, alone->pplQuantized);
+    EXPECT_DOUBLE_EQ(top.drop, alone->pplQuantized - floatMetric->value);
+
+    const json j = exporting::sensitivityToJson(*floatMetric, *rows);
+    EXPECT_EQ(j["rank"], "kld");
+    EXPECT_EQ(j["layers"][0]["kld"].get<double>(), *top.kld);
+
+    // Ranked by the metric (the default), no KLD is measured or written.
+    options.sensitivityByKld = false;
+    auto byMetric = analysis::sensitivity(t.graph, *model, eval, t.windows.slice(0, 0, 1), options,
+                                          *floatMetric);
+    ASSERT_TRUE(byMetric.ok()) << byMetric.error().userMessage();
+    EXPECT_FALSE(byMetric->front().kld.has_value());
+    EXPECT_EQ(exporting::sensitivityToJson(*floatMetric, *byMetric)["rank"], "metric");
+}

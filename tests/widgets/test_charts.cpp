@@ -30,6 +30,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QValueAxis>
 
 #include <QGraphicsSimpleTextItem>
 
@@ -454,6 +455,37 @@ private Q_SLOTS:
         Q_EMIT chart.barSeries()->barSets()[0]->clicked(3);
         QCOMPARE(spy.takeFirst().at(0).toString(), QStringLiteral("block1.conv"));
         screenshot(chart, "sensitivity");
+    }
+
+    void sensitivityChartRanksLayersByKld()
+    {
+        // A language model's sweep ranked by KL divergence (the keys sensitivityToJson writes).
+        const nlohmann::json sweep = nlohmann::json::parse(R"({
+            "scheme": {"spec": "w4-nf4", "preset": "w4-nf4"},
+            "metric": {"name": "perplexity", "float": 16.87},
+            "rank": "kld",
+            "layers": [
+                {"layer": "layer.0.mlp.down_proj", "metric": 17.41, "drop": 0.54, "sqnr_db": 19.2, "kld": 0.0312},
+                {"layer": "layer.3.attn.v_proj", "metric": 16.99, "drop": 0.12, "sqnr_db": 20.1, "kld": 0.0041},
+                {"layer": "layer.5.attn.q_proj", "metric": 16.86, "drop": -0.01, "sqnr_db": 20.7, "kld": 0.0007}
+            ]})");
+        SensitivityChart chart;
+        chart.setSensitivity(sweep);
+        QVERIFY(chart.hasData());
+        QVERIFY(chart.rankedByKld());
+        QCOMPARE(chart.rankedLayers(), (QStringList{"layer.0.mlp.down_proj", "layer.3.attn.v_proj",
+                                                    "layer.5.attn.q_proj"}));
+        // The bars are the KLDs themselves, not metric points, in one set (never "better").
+        QCOMPARE(chart.changesPoints().front(), 0.0312);
+        QCOMPARE(chart.barSeries()->count(), 1);
+        QCOMPARE(chart.barSeries()->barSets()[0]->at(2), 0.0312);
+        QVERIFY(anyContains(axisTitles(chart.chart()), "KL divergence"));
+        QVERIFY(anyContains(axisTitles(chart.chart()), "(nats)"));
+        QVERIFY(chart.chart()->title().contains("KL divergence"));
+        QVERIFY(chart.chart()->title().contains("w4-nf4"));
+        const auto* axis = qobject_cast<QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis && axis->max() >= 0.0312 && axis->max() < 0.05 && axis->min() <= 0.0);
+        screenshot(chart, "sensitivity-kld");
     }
 
     void exportPngAndSvg()

@@ -86,6 +86,7 @@ private Q_SLOTS:
     void keepFloatOverrideReruns();
     void cancelKeepsResults();
     void badSchemeKeepsResults();
+    void sensitivityByKldNeedsLanguageModel();
     void eventLoopStaysResponsive();
     void openAndSaveReport();
     void panelComposesSchemeString();
@@ -317,6 +318,29 @@ void TestQuantWorkflow::badSchemeKeepsResults()
     QCOMPARE(window->currentReport(), before);
     // The panel shows the string it could not express, as typed.
     QCOMPARE(window->quantPanel()->schemeLine()->text(), QStringLiteral("static-int8:bogus=1"));
+}
+
+void TestQuantWorkflow::sensitivityByKldNeedsLanguageModel()
+{
+    // The Sensitivity tab's "Rank by" reaches core's sweep: KL divergence ranking of a classifier
+    // is refused with core's message in the window's error dialog; the report on screen stays.
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("w4-int4"));
+    const nlohmann::json before = window->currentReport();
+    auto* rank = window->reportView()->findChild<QComboBox*>(QStringLiteral("sensitivityRank"));
+    QVERIFY(rank);
+    QCOMPARE(rank->count(), 2);
+    QVERIFY(!window->reportView()->sensitivityByKld());
+    rank->setCurrentIndex(1);
+    QVERIFY(window->reportView()->sensitivityByKld());
+    QSignalSpy errors(window.get(), &MainWindow::errorShown);
+    Q_EMIT window->reportView()->sensitivityRequested();
+    QVERIFY(errors.wait(30000));
+    const QString message = errors.front().front().toString();
+    QVERIFY2(message.contains(QStringLiteral("KL divergence needs a language model")),
+             qPrintable(message));
+    QCOMPARE(window->currentReport(), before);
 }
 
 void TestQuantWorkflow::eventLoopStaysResponsive()
