@@ -77,20 +77,82 @@ std::vector<std::int64_t> reduceAxes(const Node& node, const std::vector<at::Ten
 
 at::Tensor runReduce(const Node& node, const std::vector<at::Tensor>& in)
 {
-    const at::Tensor& x = need(node, in, 0);
-    const bool keep = node.attrs.getInt("keepdims", 1) != 0;
+    at::Tensor x = need(node, in, 0);
+    bool keep = node.attrs.getInt("keepdims", 1) != 0;
     bool noop = false;
-    const auto dims = reduceAxes(node, in, 1, x.dim(), noop);
-    if (noop)
+    auto dims = reduceAxes(node, in, 1, x.dim(), noop);
+    if (noop) {
+        // Nothing is reduced, but the elementwise part still applies (onnxruntime's reading):
+        // ReduceL2 of [-3] with empty axes is [3], ReduceSumSquare [9].
+        if (node.op == OpKind::ReduceL1 || node.op == OpKind::ReduceL2)
+            return x.abs();
+        if (node.op == OpKind::ReduceSumSquare)
+            return x * x;
         return x;
-    if (x.dim() == 0)
-        return x;
+    }
+    if (x.dim() == 0) {
+        if (node.op == OpKind::ReduceSum || node.op == OpKind::ReduceMax ||
+            node.op == OpKind::ReduceMin)
+            return x;
+        // A scalar reduces over its one element: L1 still takes |x|, SumSquare x^2.
+        x = x.reshape({1});
+        dims = {0};
+        keep = false;
+    }
     switch (node.op) {
     case OpKind::ReduceSum: return x.sum(dims, keep).to(x.scalar_type());
     case OpKind::ReduceMax: return at::amax(x, dims, keep);
     case OpKind::ReduceMin: return at::amin(x, dims, keep);
+    case OpKind::ReduceProd: {
+        // at::prod takes one dimension: reduce the highest first so the others keep their index.
+        std::sort(dims.begin(), dims.end(), std::greater<>());
+        dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+        at::Tensor y = x;
+        for (const std::int64_t d : dims)
+            y = y.prod(d, keep);
+        return y.to(x.scalar_type());
+    }
+    case OpKind::ReduceL1: return x.abs().sum(dims, keep).to(x.scalar_type());
+    case OpKind::ReduceL2: {
+        const at::Tensor sq = (x * x).sum(dims, keep);
+        // Integer inputs: ONNX keeps the type, the root truncated as onnxruntime's cast does.
+        return x.is_floating_point() ? sq.sqrt() : sq.to(at::kDouble).sqrt().to(x.scalar_type());
+    }
+    case OpKind::ReduceSumSquare: return (x * x).sum(dims, keep).to(x.scalar_type());
+    case OpKind::ReduceLogSumExp: return at::logsumexp(x, dims, keep);
     default: fail(node, "not a reduction");
     }
+}
+
+/// GroupNormalization-21: statistics over each group of C / num_groups channels, then the
+/// per-channel scale and bias; stash_type 1 computes 16-bit inputs in float32.
+at::Tensor runGroupNorm(const Node& node, const std::vector<at::Tensor>& in)
+{
+    const at::Tensor& x = need(node, in, 0);
+    const at::Tensor& scale = need(node, in, 1);
+    const at::Tensor& bias = need(node, in, 2);
+    const std::int64_t groups = node.attrs.getInt("num_groups", 0);
+    if (x.dim() < 2 || groups < 1 || x.size(1) % groups != 0)
+        fail(node, "input " + shapeText(x.sizes()) + " does not split into num_groups = " +
+                       std::to_string(groups) + " groups of channels");
+    if (scale.numel() != x.size(1) || bias.numel() != x.size(1))
+        fail(node, "scale " + shapeText(scale.sizes()) + " and bias " + shapeText(bias.sizes()) +
+                       " must hold one value per channel of input " + shapeText(x.sizes()));
+    const double eps = node.attrs.getFloat("epsilon", 1e-5);
+    const bool stash = node.attrs.getInt("stash_type", 1) == 1 && x.scalar_type() != at::kDouble;
+    const at::Tensor xs = stash ? x.to(at::kFloat) : x;
+    const at::Tensor y = at::group_norm(xs, groups, scale.reshape({-1}).to(xs.scalar_type()),
+                                        bias.reshape({-1}).to(xs.scalar_type()), eps, false);
+    return y.to(x.scalar_type());
+}
+
+const at::Tensor& needBool(const Node& node, const std::vector<at::Tensor>& in, std::size_t i)
+{
+    const at::Tensor& t = need(node, in, i);
+    if (t.scalar_type() != at::kBool)
+        fail(node, "input " + std::to_string(i) + " is " +
+                       std::string(c10::toString(t.scalar_type())) + ", expected bool");
+    return t;
 }
 
 /// ONNX Resize, nearest and linear, computed one resized axis at a time (both are separable):
@@ -465,7 +527,7 @@ at::Tensor runVariadic(const Node& node, const std::vector<at::Tensor>& in)
 bool isCnnOp(OpKind op)
 {
     return static_cast<int>(op) >= static_cast<int>(OpKind::Clip) &&
-           static_cast<int>(op) <= static_cast<int>(OpKind::LRN);
+           static_cast<int>(op) <= static_cast<int>(OpKind::ReduceSumSquare);
 }
 
 std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>& in)
@@ -577,6 +639,26 @@ std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>
         const at::Tensor sums = at::constant_pad_nd(x * x, pad, 0.0).unfold(1, size, 1).sum(-1);
         return {x / at::pow(sums * (alpha / static_cast<double>(size)) + bias, beta)};
     }
+    case OpKind::Mish: {
+        // x * tanh(softplus(x)), softplus in the stable form of the Softplus op above.
+        const at::Tensor& x = need(node, in, 0);
+        return {x * at::tanh(at::where(x > 0, x + at::log1p(at::exp(-x)), at::log1p(at::exp(x))))};
+    }
+    case OpKind::GroupNorm: return {runGroupNorm(node, in)};
+    case OpKind::Round: {
+        // at::round rounds half to even, as ONNX does: 2.5 -> 2, -1.5 -> -2.
+        const at::Tensor& x = need(node, in, 0);
+        return {x.is_floating_point() ? at::round(x) : x.clone()};
+    }
+    case OpKind::Not: return {at::logical_not(needBool(node, in, 0))};
+    case OpKind::And: return {at::logical_and(needBool(node, in, 0), needBool(node, in, 1))};
+    case OpKind::Or: return {at::logical_or(needBool(node, in, 0), needBool(node, in, 1))};
+    case OpKind::Xor: return {at::logical_xor(needBool(node, in, 0), needBool(node, in, 1))};
+    case OpKind::ReduceProd:
+    case OpKind::ReduceL1:
+    case OpKind::ReduceL2:
+    case OpKind::ReduceLogSumExp:
+    case OpKind::ReduceSumSquare: return {runReduce(node, in)};
     default: break;
     }
     fail(node, "not a CNN op");

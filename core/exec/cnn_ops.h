@@ -1,8 +1,9 @@
 #pragma once
 // The CNN operators beyond the zoo's own (what MobileNet-, YOLO- and U-Net-style exports use):
 // clipping and the hard activations, Resize, ConvTranspose, Pad, elementwise unary and variadic
-// ops, the other reductions, InstanceNormalization, LRN, Tile, DepthToSpace / SpaceToDepth. Each
-// follows its ONNX opset-13+ definition; older files are converted to that form on import.
+// ops, the other reductions, Instance- and GroupNormalization, LRN, Tile, DepthToSpace /
+// SpaceToDepth, Mish, Round and the logical ops. Each follows its ONNX opset-13+ definition;
+// older files are converted to that form on import.
 
 #include "exec/executor.h"
 
@@ -12,7 +13,7 @@
 
 namespace bitlens::exec {
 
-/// Whether runCnnOp computes `op` (OpKind::Clip through OpKind::LRN).
+/// Whether runCnnOp computes `op` (OpKind::Clip through OpKind::ReduceSumSquare).
 bool isCnnOp(ir::OpKind op);
 /// Computes one of the ops isCnnOp accepts; throws std::runtime_error naming the node.
 std::vector<at::Tensor> runCnnOp(const ir::Node& node, const std::vector<at::Tensor>& inputs);

@@ -2,6 +2,7 @@
 #include "exec/op_support.h"
 
 #include "exec/cnn_ops.h"
+#include "exec/index_ops.h"
 #include "exec/sequence_ops.h"
 #include "exec/quant_ops.h"
 
@@ -284,6 +285,8 @@ std::vector<at::Tensor> runNode(const Node& node, const std::vector<at::Tensor>&
         return runSequenceOp(node, in, options);
     if (isCnnOp(node.op))
         return runCnnOp(node, in);
+    if (isIndexOp(node.op))
+        return runIndexOp(node, in);
     switch (node.op) {
     case OpKind::Conv: return {runConv(node, in)};
     case OpKind::Gemm: return {runGemm(node, in)};

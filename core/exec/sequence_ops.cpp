@@ -5,6 +5,7 @@
 #include <ATen/ExpandUtils.h>
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -395,7 +396,8 @@ at::Tensor runRotary(const Node& node, const std::vector<at::Tensor>& in)
     return y.reshape(input.sizes());
 }
 
-/// Shared checks and layout handling of ONNX LSTM / GRU. `gates` is 4 (LSTM) or 3 (GRU).
+/// Shared checks and layout handling of ONNX LSTM / GRU / RNN. `gates` is 4 (LSTM), 3 (GRU)
+/// or 1 (RNN).
 struct RnnSetup {
     at::Tensor x;               ///< [S, B, F]
     std::int64_t hidden = 0;
@@ -434,8 +436,8 @@ RnnSetup rnnSetup(const Node& node, const std::vector<at::Tensor>& in, std::int6
         b.defined() && (b.dim() != 2 || b.size(0) != s.directions || b.size(1) != 2 * gates * h))
         fail(node, "B has shape " + shapeText(b.sizes()) + ", expected " +
                        shapeText({s.directions, 2 * gates * h}));
-    if (node.attrs.has("activations") || node.attrs.has("activation_alpha") ||
-        node.attrs.has("activation_beta"))
+    if (gates != 1 && (node.attrs.has("activations") || node.attrs.has("activation_alpha") ||
+                       node.attrs.has("activation_beta")))
         fail(node, "custom activations are not supported (only the defaults)");
     if (const at::Tensor lens = optionalInput(in, 4); lens.defined()) {
         const at::Tensor l = lens.to(at::kLong);
@@ -620,12 +622,140 @@ std::vector<at::Tensor> runGru(const Node& node, const std::vector<at::Tensor>& 
     return rnnOutputs(s, std::move(ys), std::move(hs), {});
 }
 
+/// One activation function of ONNX's RNN family, its name compared case-insensitively (as
+/// onnxruntime does), with the alpha / beta that were given for it or its defaults.
+struct RnnActivation {
+    std::string name;  ///< lower case
+    double alpha = 0.0;
+    double beta = 0.0;
+};
+
+/// The activations of `node`, `fallback` per direction when it names none. activation_alpha /
+/// beta are consumed in order by the functions that take them: activations [LeakyRelu, Tanh,
+/// HardSigmoid] with activation_alpha [0.1, 0.3] give LeakyRelu 0.1 and HardSigmoid 0.3.
+std::vector<RnnActivation> rnnActivations(const Node& node, std::int64_t directions,
+                                          const std::string& fallback)
+{
+    auto names = node.attrs.getStrings("activations", {});
+    if (names.empty())
+        names.assign(static_cast<std::size_t>(directions), fallback);
+    if (names.size() != static_cast<std::size_t>(directions))
+        fail(node, std::to_string(names.size()) + " activations for " +
+                       std::to_string(directions) + " direction(s)");
+    const auto alphas = node.attrs.getFloats("activation_alpha", {});
+    const auto betas = node.attrs.getFloats("activation_beta", {});
+    std::size_t nextAlpha = 0;
+    std::size_t nextBeta = 0;
+    std::vector<RnnActivation> out;
+    for (const auto& given : names) {
+        RnnActivation a;
+        for (const char c : given)
+            a.name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        double alpha = 0.0;
+        double beta = 0.0;
+        bool takesAlpha = true;
+        bool takesBeta = false;
+        if (a.name == "leakyrelu")
+            alpha = 0.01;
+        else if (a.name == "thresholdedrelu" || a.name == "elu")
+            alpha = 1.0;
+        else if (a.name == "hardsigmoid") {
+            alpha = 0.2;
+            beta = 0.5;
+            takesBeta = true;
+        } else if (a.name == "affine" || a.name == "scaledtanh") {
+            alpha = 1.0;
+            beta = a.name == "affine" ? 0.0 : 1.0;
+            takesBeta = true;
+        } else if (a.name == "tanh" || a.name == "relu" || a.name == "sigmoid" ||
+                 a.name == "softsign" || a.name == "softplus")
+            takesAlpha = false;
+        else
+            fail(node, "activation '" + given + "' is not an ONNX RNN activation");
+        a.alpha = takesAlpha && nextAlpha < alphas.size() ? alphas[nextAlpha++] : alpha;
+        a.beta = takesBeta && nextBeta < betas.size() ? betas[nextBeta++] : beta;
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
+at::Tensor applyActivation(const RnnActivation& a, const at::Tensor& x)
+{
+    if (a.name == "tanh")
+        return at::tanh(x);
+    if (a.name == "relu")
+        return at::relu(x);
+    if (a.name == "sigmoid")
+        return at::sigmoid(x);
+    if (a.name == "leakyrelu")
+        return at::leaky_relu(x, a.alpha);
+    if (a.name == "thresholdedrelu")
+        return at::where(x > a.alpha, x, at::zeros_like(x));
+    if (a.name == "elu")
+        return at::elu(x, a.alpha);
+    if (a.name == "hardsigmoid")
+        return at::clamp(x * a.alpha + a.beta, 0.0, 1.0);
+    if (a.name == "affine")
+        return x * a.alpha + a.beta;
+    if (a.name == "scaledtanh")
+        return at::tanh(x * a.beta) * a.alpha;
+    if (a.name == "softsign")
+        return x / (1.0 + x.abs());
+    return at::where(x > 0, x + at::log1p(at::exp(-x)), at::log1p(at::exp(x)));  // softplus
+}
+
+/// ONNX RNN: H_t = f(X_t W^T + Wb + H_{t-1} R^T + Rb), f = activations[direction] (Tanh).
+std::vector<at::Tensor> runSimpleRnn(const Node& node, const std::vector<at::Tensor>& in,
+                                     const HiddenQuant& hiddenQuant)
+{
+    const RnnSetup s = rnnSetup(node, in, 1);
+    const std::int64_t h = s.hidden;
+    const std::int64_t seq = s.x.size(0);
+    const std::int64_t batch = s.x.size(1);
+    const at::Tensor b = optionalInput(in, 3);
+    const bool clip = node.attrs.has("clip");
+    const double clipValue = node.attrs.getFloat("clip", 0.0);
+    const auto activations = rnnActivations(node, s.directions, "Tanh");
+    std::vector<at::Tensor> ys;
+    std::vector<at::Tensor> hs;
+    const auto zeros = at::zeros({batch, h}, s.x.options());
+    for (std::int64_t d = 0; d < s.directions; ++d) {
+        const RnnActivation& act = activations[static_cast<std::size_t>(d)];
+        const at::Tensor w = in[1][d];
+        const at::Tensor r = in[2][d];
+        at::Tensor xw = at::matmul(s.x, w.t());
+        at::Tensor rb;
+        if (b.defined()) {
+            xw = xw + b[d].narrow(0, 0, h);
+            rb = b[d].narrow(0, h, h);
+        }
+        at::Tensor ht = s.h0.defined() ? s.h0[d] : zeros;
+        const bool reverse = s.direction == "reverse" || d == 1;
+        std::vector<at::Tensor> steps(static_cast<std::size_t>(seq));
+        for (std::int64_t k = 0; k < seq; ++k) {
+            const std::int64_t t = reverse ? seq - 1 - k : k;
+            at::Tensor hr = at::matmul(applyPoint(hiddenQuant, ht), r.t());
+            if (rb.defined())
+                hr = hr + rb;
+            at::Tensor g = xw[t] + hr;
+            if (clip)
+                g = g.clamp(-clipValue, clipValue);
+            ht = applyActivation(act, g);
+            steps[static_cast<std::size_t>(t)] = ht;
+        }
+        ys.push_back(seq > 0 ? at::stack(steps, 0) : at::zeros({0, batch, h}, s.x.options()));
+        hs.push_back(ht);
+    }
+    return rnnOutputs(s, std::move(ys), std::move(hs), {});
+}
+
 } // namespace
 
 bool isSequenceOp(OpKind op)
 {
-    return static_cast<int>(op) >= static_cast<int>(OpKind::LayerNorm) &&
-           static_cast<int>(op) <= static_cast<int>(OpKind::GRU);
+    return (static_cast<int>(op) >= static_cast<int>(OpKind::LayerNorm) &&
+            static_cast<int>(op) <= static_cast<int>(OpKind::GRU)) ||
+           op == OpKind::RNN;
 }
 
 std::vector<at::Tensor> runSequenceOp(const Node& node, const std::vector<at::Tensor>& in,
@@ -674,7 +804,8 @@ std::vector<at::Tensor> runSequenceOp(const Node& node, const std::vector<at::Te
     case OpKind::Shape: return {runShape(node, need(node, in, 0))};
     case OpKind::RotaryEmbedding: return {runRotary(node, in)};
     case OpKind::LSTM:
-    case OpKind::GRU: return runRnn(node, in, {});
+    case OpKind::GRU:
+    case OpKind::RNN: return runRnn(node, in, {});
     default: break;
     }
     fail(node, "not a sequence op");
@@ -687,7 +818,9 @@ std::vector<at::Tensor> runRnn(const Node& node, const std::vector<at::Tensor>& 
         return runLstm(node, inputs, hiddenQuant);
     if (node.op == OpKind::GRU)
         return runGru(node, inputs, hiddenQuant);
-    fail(node, "not an LSTM or GRU");
+    if (node.op == OpKind::RNN)
+        return runSimpleRnn(node, inputs, hiddenQuant);
+    fail(node, "not an LSTM, GRU or RNN");
 }
 
 } // namespace bitlens::exec

@@ -289,8 +289,11 @@ struct RawAttribute {
     std::string s;
     std::vector<float> floats;
     std::vector<std::int64_t> ints;
-    std::optional<pb::Field> t;  ///< TensorProto, decoded only for Constant nodes
-    bool hasOther = false;       ///< graphs, strings, tensors, sparse tensors, type protos
+    std::vector<std::string> strings;
+    std::optional<pb::Field> t;  ///< TensorProto, decoded only for Constant / ConstantOfShape
+    std::optional<pb::Field> g;  ///< GraphProto, decoded only for If
+    int depth = 0;               ///< nesting level of a message held in `t` or `g`
+    bool hasOther = false;       ///< graphs, tensors, sparse tensors, type protos
 };
 
 struct RawNode {
@@ -336,6 +339,13 @@ private:
     Result<ir::ValueInfo> convertValueInfo(const RawValueInfo& info, std::string_view role);
     Result<void> convertNode(RawNode& raw, ir::Graph& graph, std::set<std::string>& nodeNames);
     Result<void> addConstant(const RawNode& raw, ir::Graph& graph);
+    Result<void> addConstantOfShape(const RawNode& raw, ir::Graph& graph,
+                                    std::set<std::string>& nodeNames);
+    Result<void> foldIf(const RawNode& raw, ir::Graph& graph, std::set<std::string>& nodeNames);
+    std::optional<at::Tensor> constantValue(const std::string& value, const ir::Graph& graph,
+                                            int depth) const;
+    /// `value` as the graph calls it: If branches rename values that clash with outer ones.
+    std::string resolve(const std::string& value) const;
 
     Error badInput(std::string message, std::uint64_t offset) const
     {
@@ -346,7 +356,21 @@ private:
     const std::string& m_path;
     std::int64_t m_fileOpset = onnx_import::kInternalOpset;
     onnx_import::ValueNames m_valueNames;
+    /// Renamed values of the If branches being folded, innermost last.
+    std::vector<std::map<std::string, std::string>> m_scopes;
 };
+
+/// The node's name, or "<op_type>_<n>" (unique within the graph) when it has none.
+std::string uniqueNodeName(const RawNode& raw, std::set<std::string>& nodeNames)
+{
+    if (!raw.name.empty())
+        return raw.name;
+    for (int n = 0;; ++n) {
+        std::string candidate = raw.opType + "_" + std::to_string(n);
+        if (nodeNames.insert(candidate).second)
+            return candidate;
+    }
+}
 
 Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
 {
@@ -593,7 +617,13 @@ Result<void> OnnxReader::decodeAttribute(pb::Reader& reader, RawAttribute& attr)
             reader.appendInt64s(field, attr.ints, "AttributeProto.ints");
             break;
         case AttributeProto::kG:
+            reader.bytes(field, "AttributeProto.g");
+            attr.g = field;
+            attr.hasOther = true;
+            break;
         case AttributeProto::kStrings:
+            attr.strings.emplace_back(reader.string(field, "AttributeProto.strings"));
+            break;
         case AttributeProto::kTensors:
         case AttributeProto::kGraphs:
         case AttributeProto::kSparseTensor: attr.hasOther = true; break;
@@ -602,10 +632,15 @@ Result<void> OnnxReader::decodeAttribute(pb::Reader& reader, RawAttribute& attr)
     }
     if (reader.failed())
         return reader.error();
+    attr.depth = reader.depth() + 1;
     // IR version 1 files leave `type` out; infer it from the field that is set.
     if (attr.type == AttrType::Undefined) {
         if (attr.t)
             attr.type = AttrType::Tensor;
+        else if (attr.g)
+            attr.type = AttrType::Graph;
+        else if (!attr.strings.empty())
+            attr.type = AttrType::Strings;
         else if (!attr.floats.empty())
             attr.type = AttrType::Floats;
         else if (!attr.ints.empty())
@@ -907,8 +942,10 @@ Result<void> OnnxReader::addConstant(const RawNode& raw, ir::Graph& graph)
     const RawAttribute& attr = raw.attributes[0];
     at::Tensor value;
     if (attr.name == "value" && attr.t) {
-        // Depth 4: ModelProto > GraphProto > NodeProto > AttributeProto > TensorProto.
-        auto sub = pb::Reader(attr.t->payload, m_path, "TensorProto", attr.t->payloadOffset, 4);
+        // Depth 4 at the top level: ModelProto > GraphProto > NodeProto > AttributeProto >
+        // TensorProto (deeper in an If branch).
+        auto sub = pb::Reader(attr.t->payload, m_path, "TensorProto", attr.t->payloadOffset,
+                              attr.depth);
         auto tensor = decodeTensor(sub, name);
         if (!tensor)
             return tensor.error();
@@ -936,6 +973,208 @@ Result<void> OnnxReader::addConstant(const RawNode& raw, ir::Graph& graph)
     return {};
 }
 
+/// ConstantOfShape (opset 9+): a tensor of the shape input's value filled with `value` (a
+/// one-element tensor attribute, default float32 0), read as Expand of that value as a
+/// scalar initializer "<node>.value", which gives the same shape, type and values.
+Result<void> OnnxReader::addConstantOfShape(const RawNode& raw, ir::Graph& graph,
+                                            std::set<std::string>& nodeNames)
+{
+    ir::Node node;
+    node.name = uniqueNodeName(raw, nodeNames);
+    const std::string label = "ConstantOfShape node " + inQuotes(node.name);
+    if (raw.inputs.size() != 1 || raw.inputs[0].empty() || raw.outputs.size() != 1 ||
+        raw.outputs[0].empty())
+        return badInput(label + " must have one input (the shape) and one output", raw.offset);
+    at::Tensor value = at::scalar_tensor(0.0, at::TensorOptions().dtype(at::kFloat));
+    for (const RawAttribute& attr : raw.attributes) {
+        if (attr.name != "value")
+            return unsupported(label + " has a " + inQuotes(attr.name) + " attribute, which " +
+                               "BitLens does not support");
+        if (!attr.t)
+            return badInput(label + ": its value attribute is not a tensor", attr.offset);
+        auto sub = pb::Reader(attr.t->payload, m_path, "TensorProto", attr.t->payloadOffset,
+                              attr.depth);
+        auto tensor = decodeTensor(sub, raw.outputs[0]);
+        if (!tensor)
+            return tensor.error();
+        if (tensor->tensor.numel() != 1 || tensor->packedType)
+            return badInput(label + ": its value holds " +
+                                std::to_string(tensor->tensor.numel()) +
+                                " elements, expected one",
+                            attr.offset);
+        value = tensor->tensor.reshape({});
+    }
+    const std::string valueName = m_valueNames.fresh(node.name + ".value");
+    graph.initializers.emplace(valueName, std::move(value));
+    node.op = ir::OpKind::Expand;
+    node.inputs = {valueName, raw.inputs[0]};
+    node.outputs = raw.outputs;
+    graph.nodes.push_back(std::move(node));
+    return {};
+}
+
+std::string OnnxReader::resolve(const std::string& value) const
+{
+    for (auto scope = m_scopes.rbegin(); scope != m_scopes.rend(); ++scope)
+        if (const auto it = scope->find(value); it != scope->end())
+            return it->second;
+    return value;
+}
+
+/// The value of `value` when it is known before any input is: an initializer (Constant nodes
+/// are initializers), or a small op of such values (what exporters put in front of an If:
+/// Not, Cast, Equal, Less, Greater, And, Or, Xor, and shape-only Identity / Squeeze /
+/// Unsqueeze / Reshape of a one-element condition).
+std::optional<at::Tensor> OnnxReader::constantValue(const std::string& value,
+                                                    const ir::Graph& graph, int depth) const
+{
+    if (const at::Tensor* init = graph.initializer(value))
+        return *init;
+    if (depth > 16)
+        return std::nullopt;
+    const auto producer = graph.producerOf(value);
+    if (!producer)
+        return std::nullopt;
+    const ir::Node& node = graph.nodes[*producer];
+    std::vector<at::Tensor> in;
+    for (const auto& name : node.inputs) {
+        if (name.empty())
+            return std::nullopt;
+        auto t = constantValue(name, graph, depth + 1);
+        if (!t)
+            return std::nullopt;
+        in.push_back(t->to(at::kCPU));
+    }
+    if (in.empty() || node.outputs.size() != 1)
+        return std::nullopt;
+    using ir::OpKind;
+    switch (node.op) {
+    case OpKind::Identity:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze:
+    case OpKind::Reshape:
+        if (in[0].numel() != 1)
+            return std::nullopt;
+        return in[0].reshape({});
+    case OpKind::Not: return at::logical_not(in[0]);
+    case OpKind::Cast: {
+        const auto to = dtypeFromOnnx(node.attrs.getInt("to", 0));
+        if (!to || isInt4(*to))
+            return std::nullopt;
+        return in[0].to(scalarType(*to));
+    }
+    default: break;
+    }
+    if (in.size() != 2)
+        return std::nullopt;
+    switch (node.op) {
+    case OpKind::Equal: return at::eq(in[0], in[1]);
+    case OpKind::Less: return at::lt(in[0], in[1]);
+    case OpKind::Greater: return at::gt(in[0], in[1]);
+    case OpKind::And: return at::logical_and(in[0], in[1]);
+    case OpKind::Or: return at::logical_or(in[0], in[1]);
+    case OpKind::Xor: return at::logical_xor(in[0], in[1]);
+    default: return std::nullopt;
+    }
+}
+
+/// If whose condition is known at import: the branch it takes is read in its place (its
+/// nodes named "<if>/then/..." or "<if>/else/...", its values renamed where they clash with
+/// the graph's), and Identity nodes give the If's outputs. A condition only known at run time
+/// is Unsupported, naming the node.
+Result<void> OnnxReader::foldIf(const RawNode& raw, ir::Graph& graph,
+                                std::set<std::string>& nodeNames)
+{
+    const std::string name = uniqueNodeName(raw, nodeNames);
+    const std::string label = "If node " + inQuotes(name);
+    if (raw.inputs.size() != 1 || raw.inputs[0].empty())
+        return badInput(label + " must have one input, the condition", raw.offset);
+    const RawAttribute* branches[2] = {nullptr, nullptr};
+    for (const RawAttribute& attr : raw.attributes) {
+        if (attr.name == "then_branch" && attr.g)
+            branches[0] = &attr;
+        else if (attr.name == "else_branch" && attr.g)
+            branches[1] = &attr;
+    }
+    if (!branches[0] || !branches[1])
+        return badInput(label + " needs then_branch and else_branch graphs", raw.offset);
+    const std::string condName = resolve(raw.inputs[0]);
+    const auto cond = constantValue(condName, graph, 0);
+    if (!cond)
+        return unsupported("unsupported op 'If' (opset " + std::to_string(m_fileOpset) +
+                           ") in node " + inQuotes(name) + ": its condition " +
+                           inQuotes(raw.inputs[0]) + " is only known at run time (BitLens " +
+                           "reads an If whose condition is a constant)");
+    if (cond->numel() != 1)
+        return badInput(label + ": its condition holds " + std::to_string(cond->numel()) +
+                            " elements, expected one",
+                        raw.offset);
+    const bool taken = cond->to(at::kCPU).to(at::kBool).reshape({-1})[0].item<bool>();
+    const RawAttribute& branch = *branches[taken ? 0 : 1];
+    const std::string which = taken ? "then" : "else";
+    auto reader =
+        pb::Reader(branch.g->payload, m_path, "GraphProto", branch.g->payloadOffset, branch.depth);
+    RawGraph body;
+    if (auto r = decodeGraph(reader, body); !r)
+        return r;
+    if (body.outputs.size() != raw.outputs.size())
+        return badInput(label + ": its " + which + " branch has " +
+                            std::to_string(body.outputs.size()) + " outputs, the node " +
+                            std::to_string(raw.outputs.size()),
+                        raw.offset);
+
+    m_scopes.emplace_back();
+    const auto define = [&](const std::string& value) {
+        if (value.empty())
+            return value;
+        std::string fresh = m_valueNames.fresh(value);
+        if (fresh != value)
+            m_scopes.back()[value] = fresh;
+        return fresh;
+    };
+    auto done = [&](Result<void> r) {
+        m_scopes.pop_back();
+        return r;
+    };
+    for (auto& init : body.initializers) {
+        const std::string value = define(init.name);
+        if (init.packedType)
+            graph.initializerTypes[value] = *init.packedType;
+        graph.initializers.emplace(value, std::move(init.tensor));
+    }
+    for (std::size_t i = 0; i < body.nodes.size(); ++i) {
+        RawNode inner = std::move(body.nodes[i]);
+        for (auto& in : inner.inputs)
+            if (!in.empty())
+                in = resolve(in);
+        for (auto& out : inner.outputs)
+            out = define(out);
+        std::string innerName = name + "/" + which + "/" +
+                                (inner.name.empty() ? inner.opType + "_" + std::to_string(i)
+                                                    : inner.name);
+        for (int n = 1; nodeNames.count(innerName) != 0; ++n)
+            innerName += "_" + std::to_string(n);
+        nodeNames.insert(innerName);
+        inner.name = innerName;
+        if (auto r = convertNode(inner, graph, nodeNames); !r)
+            return done(r);
+    }
+    for (std::size_t k = 0; k < raw.outputs.size(); ++k) {
+        if (raw.outputs[k].empty())
+            continue;
+        ir::Node out;
+        out.name = k == 0 ? name : name + "/output_" + std::to_string(k);
+        for (int n = 1; k != 0 && nodeNames.count(out.name) != 0; ++n)
+            out.name += "_" + std::to_string(n);
+        nodeNames.insert(out.name);
+        out.op = ir::OpKind::Identity;
+        out.inputs = {resolve(body.outputs[k].name)};
+        out.outputs = {raw.outputs[k]};
+        graph.nodes.push_back(std::move(out));
+    }
+    return done({});
+}
+
 Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
                                      std::set<std::string>& nodeNames)
 {
@@ -945,6 +1184,10 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
                            inQuotes(raw.domain) + " in " + label);
     if (raw.opType == "Constant")
         return addConstant(raw, graph);
+    if (raw.opType == "ConstantOfShape")
+        return addConstantOfShape(raw, graph, nodeNames);
+    if (raw.opType == "If")
+        return foldIf(raw, graph, nodeNames);
     // Upsample (deprecated in opset 10) is read as the Resize it became; ImageScaler (an
     // experimental op of old exporters, still run by onnxruntime) as the Mul + Add it is.
     const auto op = raw.opType == "Upsample"      ? std::optional(ir::OpKind::Resize)
@@ -959,12 +1202,7 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
     node.inputs = std::move(raw.inputs);
     node.outputs = std::move(raw.outputs);
     // Nodes without a name (allowed by ONNX) get "<op_type>_<n>", unique within the graph.
-    node.name = raw.name;
-    for (int n = 0; node.name.empty(); ++n) {
-        const std::string candidate = raw.opType + "_" + std::to_string(n);
-        if (nodeNames.insert(candidate).second)
-            node.name = candidate;
-    }
+    node.name = uniqueNodeName(raw, nodeNames);
     for (const RawAttribute& attr : raw.attributes) {
         const std::string what = "attribute " + inQuotes(attr.name) + " of " + label;
         switch (attr.type) {
@@ -980,6 +1218,7 @@ Result<void> OnnxReader::convertNode(RawNode& raw, ir::Graph& graph,
             break;
         }
         case AttrType::Ints: node.attrs.set(attr.name, attr.ints); break;
+        case AttrType::Strings: node.attrs.set(attr.name, attr.strings); break;
         case AttrType::Undefined:
             if (attr.hasOther)
                 return unsupported(what + " has a type BitLens does not support");
@@ -1184,6 +1423,10 @@ void OnnxWriter::writeAttribute(const std::string& name, const ir::AttrValue& va
         for (const double v : *floats)
             m_out.writeFloat(AttributeProto::kFloats, static_cast<float>(v));
         type = AttrType::Floats;
+    } else if (const auto* strings = std::get_if<std::vector<std::string>>(&value)) {
+        for (const auto& v : *strings)
+            m_out.writeString(AttributeProto::kStrings, v);
+        type = AttrType::Strings;
     }
     m_out.writeInt64(AttributeProto::kType, static_cast<std::int64_t>(type));
     m_out.endMessage(marker);
@@ -1317,6 +1560,18 @@ std::int64_t writtenOpset(const ir::Graph& graph)
             opset = std::max<std::int64_t>(opset, 14);
         else if (node.op == ir::OpKind::LayerNorm)
             opset = std::max<std::int64_t>(opset, 17);
+        else if (node.op == ir::OpKind::Trilu)
+            opset = std::max<std::int64_t>(opset, 14);
+        else if (node.op == ir::OpKind::Mish)
+            opset = std::max<std::int64_t>(opset, 18);
+        else if (node.op == ir::OpKind::GroupNorm)
+            opset = std::max<std::int64_t>(opset, 21);
+        else if (node.op == ir::OpKind::ScatterND && node.attrs.has("reduction"))
+            opset = std::max<std::int64_t>(
+                opset, node.attrs.getString("reduction", "none") == "max" ||
+                               node.attrs.getString("reduction", "none") == "min"
+                           ? 18
+                           : 16);
         else if (node.op == ir::OpKind::RMSNorm || node.op == ir::OpKind::RotaryEmbedding)
             opset = std::max<std::int64_t>(opset, 23);
         if (node.attrs.getInt("block_size", 0) != 0 || node.attrs.has("output_dtype"))

@@ -97,6 +97,7 @@ private:
     Result<void> batchNorm(Node node);
     Result<void> upsample(Node node);
     Result<void> imageScaler(Node node);
+    Result<void> groupNormBefore21(Node node);
 
     std::string_view m_opType;
     std::int64_t m_opset;
@@ -159,6 +160,30 @@ Result<void> Importer::append(Node node)
         // the internal form keeps their attribute (the executor reads either).
         if (m_opset < 13)
             attrToInput(node, "axes", 1);
+        break;
+    case OpKind::TopK:
+        // TopK-1: k is an attribute; from opset 10 it is the int64 [1] input K.
+        if (m_opset < 10) {
+            if (!node.attrs.has("k"))
+                return badInput(node, "has no k attribute");
+            setInput(node, 1, intsConstant(node, "k", {node.attrs.getInt("k", 0)}));
+            node.attrs.erase("k");
+        }
+        break;
+    case OpKind::GroupNorm:
+        if (m_opset < 21)
+            return groupNormBefore21(std::move(node));
+        break;
+    case OpKind::RNN:
+    case OpKind::LSTM:
+    case OpKind::GRU:
+        // An omitted optional output (an empty name) is still computed, under a fresh name
+        // nothing reads; trailing ones are dropped.
+        while (!node.outputs.empty() && node.outputs.back().empty())
+            node.outputs.pop_back();
+        for (std::size_t i = 0; i < node.outputs.size(); ++i)
+            if (node.outputs[i].empty())
+                node.outputs[i] = m_names.fresh(node.name + "/unused_" + std::to_string(i));
         break;
     case OpKind::Resize:
         if (m_opType == "Upsample" || m_opset < 11)
@@ -347,6 +372,33 @@ Result<void> Importer::upsample(Node node)
     }
     node.attrs.set("nearest_mode", std::string("floor"));
     m_graph.nodes.push_back(std::move(node));
+    return {};
+}
+
+/// GroupNormalization-18 scales and shifts each group (scale, bias [num_groups]), which is
+/// InstanceNormalization of x seen as [N, num_groups, rest]: Reshape, InstanceNormalization,
+/// Reshape back to x's shape. (Opset 21 made scale and bias per channel.)
+Result<void> Importer::groupNormBefore21(Node node)
+{
+    if (node.inputs.size() != 3 || node.outputs.size() != 1)
+        return badInput(node, "needs inputs X, scale, bias and one output");
+    const std::int64_t groups = node.attrs.getInt("num_groups", 0);
+    if (groups < 1)
+        return badInput(node, "num_groups must be at least 1");
+    const std::string shape = emit(node, "shape", OpKind::Shape, {node.inputs[0]});
+    const std::string grouped =
+        emit(node, "group", OpKind::Reshape,
+             {node.inputs[0], intsConstant(node, "group_shape", {0, groups, -1})});
+    ir::Attributes eps;
+    eps.set("epsilon", node.attrs.getFloat("epsilon", 1e-5));
+    Node norm;
+    norm.name = node.name;
+    norm.op = OpKind::InstanceNorm;
+    norm.inputs = {grouped, node.inputs[1], node.inputs[2]};
+    norm.outputs = {m_names.fresh(node.name + "/grouped")};
+    norm.attrs = eps;
+    m_graph.nodes.push_back(norm);
+    emit(node, "reshape", OpKind::Reshape, {norm.outputs[0], shape}, {}, node.outputs[0]);
     return {};
 }
 

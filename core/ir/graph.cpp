@@ -8,7 +8,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 82> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 105> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -91,6 +91,29 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 82> kOpNames{{
     {OpKind::GlobalMaxPool, "GlobalMaxPool"},
     {OpKind::LogSoftmax, "LogSoftmax"},
     {OpKind::LRN, "LRN"},
+    {OpKind::Mish, "Mish"},
+    {OpKind::GroupNorm, "GroupNormalization"},
+    {OpKind::Round, "Round"},
+    {OpKind::Not, "Not"},
+    {OpKind::And, "And"},
+    {OpKind::Or, "Or"},
+    {OpKind::Xor, "Xor"},
+    {OpKind::ReduceProd, "ReduceProd"},
+    {OpKind::ReduceL1, "ReduceL1"},
+    {OpKind::ReduceL2, "ReduceL2"},
+    {OpKind::ReduceLogSumExp, "ReduceLogSumExp"},
+    {OpKind::ReduceSumSquare, "ReduceSumSquare"},
+    {OpKind::ArgMax, "ArgMax"},
+    {OpKind::ArgMin, "ArgMin"},
+    {OpKind::TopK, "TopK"},
+    {OpKind::CumSum, "CumSum"},
+    {OpKind::Trilu, "Trilu"},
+    {OpKind::GatherElements, "GatherElements"},
+    {OpKind::GatherND, "GatherND"},
+    {OpKind::ScatterND, "ScatterND"},
+    {OpKind::NonZero, "NonZero"},
+    {OpKind::Einsum, "Einsum"},
+    {OpKind::RNN, "RNN"},
 }};
 
 template <typename T>
@@ -200,6 +223,13 @@ std::vector<double> Attributes::getFloats(const std::string& name,
                                           const std::vector<double>& fallback) const
 {
     const auto* v = findAttr<std::vector<double>>(m_values, name);
+    return v ? *v : fallback;
+}
+
+std::vector<std::string> Attributes::getStrings(const std::string& name,
+                                                const std::vector<std::string>& fallback) const
+{
+    const auto* v = findAttr<std::vector<std::string>>(m_values, name);
     return v ? *v : fallback;
 }
 

@@ -111,6 +111,34 @@ enum class OpKind {
     GlobalMaxPool,
     LogSoftmax,        ///< axis (default -1, opset 13 semantics)
     LRN,               ///< local response normalization across channels; size, alpha, beta, bias
+    // Elementwise, logical and reduction ops of opsets 7-21 (cnn_ops.cpp).
+    Mish,              ///< x * tanh(softplus(x)) (opset 18)
+    /// ONNX GroupNormalization (opset 21): X [N, C, ...], scale [C], bias [C]; num_groups,
+    /// epsilon (1e-5), stash_type. Opset 18's per-group scale / bias is converted on import.
+    GroupNorm,
+    Round,             ///< round half to even
+    Not,               ///< bool
+    And,               ///< bool, numpy broadcast
+    Or,                ///< bool, numpy broadcast
+    Xor,               ///< bool, numpy broadcast
+    ReduceProd,        ///< data, axes? (the axes attribute before opset 18); keepdims
+    ReduceL1,          ///< sum |x|; axes as ReduceProd
+    ReduceL2,          ///< sqrt(sum x^2); axes as ReduceProd
+    ReduceLogSumExp,   ///< log(sum exp x); axes as ReduceProd
+    ReduceSumSquare,   ///< sum x^2; axes as ReduceProd
+    // Index, gather and scatter ops (index_ops.cpp).
+    ArgMax,            ///< int64 index; axis (0), keepdims (1), select_last_index (0)
+    ArgMin,            ///< int64 index; axis (0), keepdims (1), select_last_index (0)
+    TopK,              ///< X, K (int64 [1], opset 10+); axis (-1), largest, sorted: values, indices
+    CumSum,            ///< x, axis (scalar); exclusive (0), reverse (0)
+    Trilu,             ///< input, k? (scalar); upper (1)
+    GatherElements,    ///< data, indices (same rank); axis (0)
+    GatherND,          ///< data, indices [..., k]; batch_dims (0)
+    ScatterND,         ///< data, indices [..., k], updates; reduction none | add | mul | max | min
+    NonZero,           ///< int64 [rank, count] coordinates of the nonzero elements, row-major
+    Einsum,            ///< equation, variadic inputs
+    // Sequence models (sequence_ops.cpp), next to LSTM and GRU.
+    RNN,               ///< ONNX RNN: X, W, R, B?, sequence_lens?, initial_h?; activations
 };
 
 /// ONNX op_type spelling of an op ("BatchNormalization" for BatchNorm).
@@ -142,9 +170,10 @@ int dtypeSize(DType dtype);
 /// Bytes `elements` values of `dtype` take in a file: ceil(elements / 2) for Int4 / UInt4.
 std::int64_t dtypeStorageBytes(DType dtype, std::int64_t elements);
 
-/// An attribute value: int, float, string, ints or floats (the ONNX kinds BitLens uses).
+/// An attribute value: int, float, string, ints, floats or strings (the ONNX kinds BitLens
+/// uses; strings for RNN activations).
 using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
-                               std::vector<double>>;
+                               std::vector<double>, std::vector<std::string>>;
 
 /// Named node attributes with typed getters that fall back to a default.
 class Attributes {
@@ -160,6 +189,8 @@ public:
                                       const std::vector<std::int64_t>& fallback) const;
     std::vector<double> getFloats(const std::string& name,
                                   const std::vector<double>& fallback) const;
+    std::vector<std::string> getStrings(const std::string& name,
+                                        const std::vector<std::string>& fallback) const;
     const std::map<std::string, AttrValue>& all() const { return m_values; }
 
 private:

@@ -148,6 +148,81 @@ private:
 
     void inferNode(const Node& node);
 
+    /// Output shape of an Einsum: each letter's size from the operands, "..." broadcast, and
+    /// without "->" the letters seen once in alphabetical order after the "..." dimensions.
+    std::optional<Shape> einsumShape(const Node& node) const
+    {
+        std::string eq = node.attrs.getString("equation", "");
+        eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+        const auto arrow = eq.find("->");
+        const std::string lhs = eq.substr(0, arrow);
+        std::vector<std::string> terms{{}};
+        for (const char c : lhs) {
+            if (c == ',')
+                terms.emplace_back();
+            else
+                terms.back() += c;
+        }
+        if (terms.size() != node.inputs.size())
+            return std::nullopt;
+        std::map<char, std::int64_t> sizes;
+        std::map<char, int> seen;
+        Shape ellipsis;
+        for (std::size_t i = 0; i < terms.size(); ++i) {
+            const Shape* s = shape(node, i);
+            if (!s)
+                return std::nullopt;
+            const std::string& term = terms[i];
+            const auto dots = term.find("...");
+            const std::string letters =
+                dots == std::string::npos ? term : term.substr(0, dots) + term.substr(dots + 3);
+            if (letters.size() > s->size() ||
+                (dots == std::string::npos && letters.size() != s->size()))
+                return std::nullopt;
+            const std::size_t extra = s->size() - letters.size();
+            const std::size_t before = dots == std::string::npos ? letters.size() : dots;
+            for (std::size_t j = 0; j < letters.size(); ++j) {
+                const std::int64_t dim = (*s)[j < before ? j : j + extra];
+                auto [it, fresh] = sizes.emplace(letters[j], dim);
+                if (!fresh && it->second != dim) {
+                    if (it->second != 1 && dim != 1)
+                        return std::nullopt;
+                    it->second = std::max(it->second, dim);
+                }
+                ++seen[letters[j]];
+            }
+            if (dots != std::string::npos) {
+                const auto first = s->begin() + static_cast<std::ptrdiff_t>(before);
+                const auto part =
+                    broadcast(ellipsis, Shape(first, first + static_cast<std::ptrdiff_t>(extra)));
+                if (!part)
+                    return std::nullopt;
+                ellipsis = *part;
+            }
+        }
+        Shape out;
+        if (arrow == std::string::npos) {
+            out = ellipsis;
+            for (const auto& [c, count] : seen)
+                if (count == 1)
+                    out.push_back(sizes[c]);
+            return out;
+        }
+        const std::string rhs = eq.substr(arrow + 2);
+        for (std::size_t j = 0; j < rhs.size(); ++j) {
+            if (rhs.compare(j, 3, "...") == 0) {
+                out.insert(out.end(), ellipsis.begin(), ellipsis.end());
+                j += 2;
+                continue;
+            }
+            const auto it = sizes.find(rhs[j]);
+            if (it == sizes.end())
+                return std::nullopt;
+            out.push_back(it->second);
+        }
+        return out;
+    }
+
     const Graph& m_graph;
     ShapeMap m_shapes;
     std::map<std::string, Shape> m_values;
@@ -166,7 +241,9 @@ void Inference::inferNode(const Node& node)
     case OpKind::LeakyRelu: case OpKind::PRelu: case OpKind::Elu: case OpKind::Selu:
     case OpKind::Softplus: case OpKind::BatchNorm: case OpKind::InstanceNorm: case OpKind::LRN:
     case OpKind::LayerNorm: case OpKind::RMSNorm: case OpKind::RotaryEmbedding:
-    case OpKind::QuantizeLinear: case OpKind::DequantizeLinear:
+    case OpKind::QuantizeLinear: case OpKind::DequantizeLinear: case OpKind::Mish:
+    case OpKind::GroupNorm: case OpKind::Round: case OpKind::Not: case OpKind::CumSum:
+    case OpKind::Trilu: case OpKind::ScatterND:
         if (x)
             set(node, 0, *x);
         return;
@@ -194,7 +271,8 @@ void Inference::inferNode(const Node& node)
         return;
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
     case OpKind::Equal: case OpKind::Less: case OpKind::Greater: case OpKind::Where:
-    case OpKind::Min: case OpKind::Max: case OpKind::Sum: case OpKind::Mean: {
+    case OpKind::Min: case OpKind::Max: case OpKind::Sum: case OpKind::Mean: case OpKind::And:
+    case OpKind::Or: case OpKind::Xor: {
         std::optional<Shape> out;
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const Shape* s = shape(node, i);
@@ -590,7 +668,8 @@ void Inference::inferNode(const Node& node)
         return;
     }
     case OpKind::ReduceMean: case OpKind::ReduceSum: case OpKind::ReduceMax:
-    case OpKind::ReduceMin: {
+    case OpKind::ReduceMin: case OpKind::ReduceProd: case OpKind::ReduceL1:
+    case OpKind::ReduceL2: case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare: {
         if (!x)
             return;
         auto ax = axes(node, 1);
@@ -694,8 +773,56 @@ void Inference::inferNode(const Node& node)
             set(node, 0, {(*x)[0], (*x)[1] * b * b, (*x)[2] / b, (*x)[3] / b});
         return;
     }
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
+        if (!x)
+            return;
+        const auto rank = static_cast<std::int64_t>(x->size());
+        const auto axis = static_cast<std::size_t>(axisOf(node.attrs.getInt("axis", 0), rank));
+        Shape out = *x;
+        if (node.attrs.getInt("keepdims", 1) != 0)
+            out[axis] = 1;
+        else
+            out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+        set(node, 0, out);
+        return;
+    }
+    case OpKind::TopK: {
+        const Shape* k = value(node, 1);
+        if (!x || !k || k->size() != 1 || x->empty())
+            return;
+        const auto rank = static_cast<std::int64_t>(x->size());
+        Shape out = *x;
+        out[static_cast<std::size_t>(axisOf(node.attrs.getInt("axis", -1), rank))] = (*k)[0];
+        set(node, 0, out);
+        set(node, 1, out);
+        return;
+    }
+    case OpKind::GatherElements:
+        if (const Shape* idx = shape(node, 1))
+            set(node, 0, *idx);
+        return;
+    case OpKind::GatherND: {
+        const Shape* idx = shape(node, 1);
+        const std::int64_t b = node.attrs.getInt("batch_dims", 0);
+        if (!x || !idx || idx->empty())
+            return;
+        const std::int64_t k = idx->back();
+        if (k < 1 || b < 0 || b + k > static_cast<std::int64_t>(x->size()))
+            return;
+        Shape out(idx->begin(), idx->end() - 1);
+        out.insert(out.end(), x->begin() + b + k, x->end());
+        set(node, 0, out);
+        return;
+    }
+    case OpKind::Einsum: {
+        if (auto out = einsumShape(node))
+            set(node, 0, *out);
+        return;
+    }
     case OpKind::LSTM:
-    case OpKind::GRU: {
+    case OpKind::GRU:
+    case OpKind::RNN: {
         const Shape* r = shape(node, 2);
         if (!x || x->size() != 3)
             return;

@@ -321,6 +321,221 @@ case("imagescaler_op8", 8,
      [node("ImageScaler", ["x"], ["y"], bias=[-100.0, -110.0, -120.0], scale=1 / 255)],
      [("x", X_IMG)], [("y", F)])
 
+# ---- Mish, GroupNormalization, Round, logical ops ---------------------------------------
+B = TensorProto.BOOL
+I64 = TensorProto.INT64
+case("mish_op18", 18, [node("Mish", ["x"], ["y"])], [("x", X4 * 3)], [("y", F)])
+XG = randn(2, 6, 3, 4)
+case("groupnorm_per_group_op18", 18,
+     [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3)],
+     [("x", XG)], [("y", F)], [("s", randn(3)), ("b", randn(3))])
+case("groupnorm_per_channel_op21", 21,
+     [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)], [("x", XG)], [("y", F)],
+     [("s", randn(6)), ("b", randn(6))])
+case("groupnorm_3d_op21", 21,
+     [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, stash_type=1)],
+     [("x", randn(2, 6, 7))], [("y", F)], [("s", randn(6)), ("b", randn(6))])
+HALVES = np.concatenate([np.arange(-3.5, 4.0, 0.5, dtype=np.float32), randn(9) * 4])
+case("round_halves_op11", 11, [node("Round", ["x"], ["y"])], [("x", HALVES)], [("y", F)])
+BA = RNG.random((2, 3, 4)) > 0.5
+BB = RNG.random((3, 4)) > 0.5
+case("not_op7", 7, [node("Not", ["a"], ["y"])], [("a", BA)], [("y", B)])
+for op in ["And", "Or", "Xor"]:
+    case(f"{op.lower()}_broadcast_op7", 7, [node(op, ["a", "b"], ["y"])], [("a", BA), ("b", BB)],
+         [("y", B)])
+case("and_from_compare_op13", 13,
+     [node("Greater", ["x", "z"], ["g"]), node("Less", ["x", "o"], ["l"]),
+      node("And", ["g", "l"], ["y"])], [("x", X4)], [("y", B)],
+     [("z", np.float32(0)), ("o", np.float32(1))])
+
+# ---- More reductions: axes attribute before 18, input from 18 --------------------------
+XP = RNG.uniform(0.5, 1.5, (2, 3, 4, 5)).astype(np.float32)
+case("reduceprod_attr_op13", 13, [node("ReduceProd", ["x"], ["y"], axes=[1, 3])], [("x", XP)],
+     [("y", F)])
+case("reduceprod_input_op18", 18, [node("ReduceProd", ["x", "a"], ["y"], keepdims=0)],
+     [("x", XP)], [("y", F)], [("a", ints([0, -1]))])
+case("reduceprod_int64_all_op11", 11, [node("ReduceProd", ["x"], ["y"], keepdims=0)],
+     [("x", RNG.integers(-3, 4, (2, 3)).astype(np.int64))], [("y", I64)])
+case("reducel2_attr_op11", 11, [node("ReduceL2", ["x"], ["y"], axes=[2, 3])], [("x", X4)],
+     [("y", F)])
+case("reducel2_input_op18", 18, [node("ReduceL2", ["x", "a"], ["y"], keepdims=0)], [("x", X4)],
+     [("y", F)], [("a", ints([1]))])
+case("reducel2_empty_axes_noop_op18", 18,
+     [node("ReduceL2", ["x", "a"], ["y"], noop_with_empty_axes=1)], [("x", X4)], [("y", F)],
+     [("a", np.zeros(0, np.int64))])
+case("reducel1_op13", 13, [node("ReduceL1", ["x"], ["y"], axes=[-1], keepdims=0)], [("x", X4)],
+     [("y", F)])
+case("reducel1_input_op18", 18, [node("ReduceL1", ["x", "a"], ["y"])], [("x", X4)], [("y", F)],
+     [("a", ints([0, 2]))])
+case("reducelogsumexp_attr_op7", 7, [node("ReduceLogSumExp", ["x"], ["y"], axes=[1])],
+     [("x", X4 * 4)], [("y", F)])
+case("reducelogsumexp_input_op18", 18, [node("ReduceLogSumExp", ["x", "a"], ["y"], keepdims=0)],
+     [("x", X4 * 4)], [("y", F)], [("a", ints([2, 3]))])
+case("reducesumsquare_attr_op13", 13, [node("ReduceSumSquare", ["x"], ["y"], axes=[0, 2])],
+     [("x", X4)], [("y", F)])
+case("reducesumsquare_all_op18", 18, [node("ReduceSumSquare", ["x"], ["y"], keepdims=0)],
+     [("x", X4)], [("y", F)])
+
+# ---- ArgMax / ArgMin, TopK --------------------------------------------------------------
+TIES = RNG.integers(0, 3, (3, 4, 5)).astype(np.int32)
+case("argmax_default_op7", 7, [node("ArgMax", ["x"], ["y"])], [("x", X4)], [("y", I64)])
+case("argmax_axis_no_keepdims_op11", 11, [node("ArgMax", ["x"], ["y"], axis=-1, keepdims=0)],
+     [("x", X4)], [("y", I64)])
+case("argmax_ties_first_op13", 13, [node("ArgMax", ["x"], ["y"], axis=1)], [("x", TIES)],
+     [("y", I64)])
+case("argmax_ties_last_op13", 13,
+     [node("ArgMax", ["x"], ["y"], axis=2, keepdims=0, select_last_index=1)], [("x", TIES)],
+     [("y", I64)])
+case("argmin_op7", 7, [node("ArgMin", ["x"], ["y"], axis=2)], [("x", X4)], [("y", I64)])
+case("argmin_ties_last_op12", 12, [node("ArgMin", ["x"], ["y"], axis=0, select_last_index=1)],
+     [("x", TIES)], [("y", I64)])
+XT = randn(3, 7, 4)
+case("topk_attr_op7", 7, [node("TopK", ["x"], ["v", "i"], k=3, axis=1)], [("x", XT)],
+     [("v", F), ("i", I64)])
+case("topk_input_op10", 10, [node("TopK", ["x", "k"], ["v", "i"])], [("x", XT)],
+     [("v", F), ("i", I64)], [("k", ints([2]))])
+case("topk_smallest_op11", 11, [node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0)],
+     [("x", XT)], [("v", F), ("i", I64)], [("k", ints([2]))])
+case("topk_ties_int_op11", 11, [node("TopK", ["x", "k"], ["v", "i"], axis=-1)],
+     [("x", TIES.astype(np.int64))], [("v", I64), ("i", I64)], [("k", ints([3]))])
+# Unsorted output may come in any order: the indices are sorted (by a second TopK) and the
+# values summed before they are compared.
+case("topk_unsorted_op11", 11,
+     [node("TopK", ["x", "k"], ["v", "i"], axis=1, sorted=0),
+      helper.make_node("TopK", ["i", "k"], ["i_sorted", "where"], axis=1, largest=0,
+                       name="sort_indices"),
+      helper.make_node("ReduceSum", ["v"], ["v_sum"], axes=[1], name="sum_values")],
+     [("x", XT)], [("i_sorted", I64), ("v_sum", F)], [("k", ints([5]))])
+
+# ---- CumSum, Trilu ----------------------------------------------------------------------
+case("cumsum_op11", 11, [node("CumSum", ["x", "a"], ["y"])], [("x", X4)], [("y", F)],
+     [("a", np.int32(2))])
+case("cumsum_exclusive_op11", 11, [node("CumSum", ["x", "a"], ["y"], exclusive=1)],
+     [("x", X4)], [("y", F)], [("a", ints(-1))])
+case("cumsum_reverse_op14", 14, [node("CumSum", ["x", "a"], ["y"], reverse=1)], [("x", X4)],
+     [("y", F)], [("a", ints(1))])
+case("cumsum_exclusive_reverse_int_op14", 14,
+     [node("CumSum", ["x", "a"], ["y"], exclusive=1, reverse=1)],
+     [("x", RNG.integers(-5, 6, (3, 6)).astype(np.int64))], [("y", I64)], [("a", ints(1))])
+case("trilu_upper_op14", 14, [node("Trilu", ["x"], ["y"])], [("x", randn(4, 5))], [("y", F)])
+case("trilu_lower_k_op14", 14, [node("Trilu", ["x", "k"], ["y"], upper=0)],
+     [("x", randn(2, 4, 5))], [("y", F)], [("k", ints(-1))])
+case("trilu_upper_k_batched_op14", 14, [node("Trilu", ["x", "k"], ["y"])],
+     [("x", randn(2, 3, 5, 4))], [("y", F)], [("k", ints(2))])
+
+# ---- GatherElements, GatherND, ScatterND, NonZero -----------------------------------------
+XE = randn(3, 4, 5)
+case("gatherelements_op11", 11, [node("GatherElements", ["x", "i"], ["y"], axis=1)],
+     [("x", XE)], [("y", F)], [("i", RNG.integers(-4, 4, (3, 2, 5)).astype(np.int64))])
+case("gatherelements_int32_axis0_op13", 13, [node("GatherElements", ["x", "i"], ["y"])],
+     [("x", XE)], [("y", F)], [("i", RNG.integers(0, 3, (2, 4, 5)).astype(np.int32))])
+case("gathernd_op11", 11, [node("GatherND", ["x", "i"], ["y"])], [("x", XE)], [("y", F)],
+     [("i", ints([[[0, 1], [2, -1]], [[1, 3], [0, 0]]]))])
+case("gathernd_full_index_op13", 13, [node("GatherND", ["x", "i"], ["y"])], [("x", XE)],
+     [("y", F)], [("i", ints([[0, 1, 2], [2, 3, 4], [1, 0, -1]]))])
+case("gathernd_batch_dims_op12", 12, [node("GatherND", ["x", "i"], ["y"], batch_dims=1)],
+     [("x", XE)], [("y", F)], [("i", ints([[[1], [3]], [[0], [0]], [[2], [1]]]))])
+case("gathernd_batch_dims2_op13", 13, [node("GatherND", ["x", "i"], ["y"], batch_dims=2)],
+     [("x", XE)], [("y", F)], [("i", RNG.integers(0, 5, (3, 4, 2, 1)).astype(np.int64))])
+case("scatternd_op11", 11, [node("ScatterND", ["x", "i", "u"], ["y"])], [("x", XE)],
+     [("y", F)], [("i", ints([[0, 1], [2, 3]])), ("u", randn(2, 5))])
+case("scatternd_add_duplicates_op16", 16,
+     [node("ScatterND", ["x", "i", "u"], ["y"], reduction="add")], [("x", XE)], [("y", F)],
+     [("i", ints([[1], [0], [1]])), ("u", randn(3, 4, 5))])
+case("scatternd_mul_op16", 16, [node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul")],
+     [("x", XE)], [("y", F)], [("i", ints([[2, 0, 1], [0, 3, 4], [2, 0, 1]])), ("u", randn(3))])
+case("scatternd_max_op18", 18, [node("ScatterND", ["x", "i", "u"], ["y"], reduction="max")],
+     [("x", XE)], [("y", F)], [("i", ints([[0, 2], [0, 2], [1, 1]])), ("u", randn(3, 5))])
+case("scatternd_data_input_op13", 13, [node("ScatterND", ["x", "i", "u"], ["y"])],
+     [("x", XE), ("u", randn(2, 4, 5))], [("y", F)], [("i", ints([[2], [0]]))])
+XZ = np.where(RNG.random((3, 4)) > 0.6, randn(3, 4), 0).astype(np.float32)
+case("nonzero_op9", 9, [node("NonZero", ["x"], ["y"])], [("x", XZ)], [("y", I64)])
+case("nonzero_bool_op13", 13, [node("NonZero", ["x"], ["y"])], [("x", BA)], [("y", I64)])
+
+# ---- Einsum: the forms exporters write --------------------------------------------------
+for tag, eq, shapes in [("matmul", "ij,jk->ik", [(3, 4), (4, 5)]),
+                        ("batched_matmul", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+                        ("transpose", "ij->ji", [(3, 4)]),
+                        ("reduce", "bij->bj", [(2, 3, 4)]),
+                        ("trace_like_implicit", "ij,ij", [(3, 4), (3, 4)]),
+                        ("attention_scores", "bhid,bhjd->bhij", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+                        ("attention_values", "bhij,bhjd->bhid", [(2, 3, 4, 6), (2, 3, 6, 5)]),
+                        ("ellipsis", "...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+                        ("outer", "i,j->ij", [(3,), (4,)]),
+                        ("spaced", "b i j , b j k -> b i k", [(2, 3, 4), (2, 4, 5)])]:
+    names = [f"x{i}" for i in range(len(shapes))]
+    case(f"einsum_{tag}_op12", 12, [node("Einsum", names, ["y"], equation=eq)],
+         [(n, randn(*sh)) for n, sh in zip(names, shapes)], [("y", F)])
+
+# ---- ConstantOfShape: static and computed shapes ------------------------------------------
+case("constantofshape_default_op9", 9,
+     [helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill"),
+      node("Add", ["x", "c"], ["y"])], [("x", X4)], [("y", F)], [("s", ints([3, 5, 6]))])
+case("constantofshape_int_from_shape_op13", 13,
+     [node("Shape", ["x"], ["s"]),
+      helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill",
+                       value=numpy_helper.from_array(ints([7])))], [("x", X4)], [("y", I64)])
+case("constantofshape_float_op20", 20,
+     [node("Shape", ["x"], ["s"]),
+      helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill",
+                       value=numpy_helper.from_array(np.array([2.5], np.float32))),
+      node("Mul", ["x", "c"], ["y"])], [("x", X4)], [("y", F)])
+
+# ---- If with a condition known before the run: the branch taken is read ------------------
+def branch(name, nodes, outputs, inits=()):
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(o, F, None)
+                                               for o in outputs],
+                             [numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
+
+
+THEN = branch("then", [helper.make_node("Relu", ["x"], ["t"], name="relu")], ["t"])
+ELSE = branch("else", [helper.make_node("Mul", ["x", "w"], ["e"], name="scale"),
+                       helper.make_node("Constant", [], ["one"], name="one",
+                                        value=numpy_helper.from_array(np.float32(1.0))),
+                       helper.make_node("Add", ["e", "one"], ["e1"], name="shift")],
+              ["e1"], [("w", np.float32(-2.0))])
+case("if_initializer_true_op13", 13,
+     [node("If", ["c"], ["y"], then_branch=THEN, else_branch=ELSE)], [("x", X4)], [("y", F)],
+     [("c", np.array(True))])
+case("if_constant_false_op11", 11,
+     [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(False))),
+      node("If", ["c"], ["y"], then_branch=THEN, else_branch=ELSE)], [("x", X4)], [("y", F)])
+case("if_folded_condition_op13", 13,
+     [node("Equal", ["p", "q"], ["eq"]), helper.make_node("Not", ["eq"], ["c"], name="not"),
+      node("If", ["c"], ["y", "z"],
+           then_branch=branch("then2", [helper.make_node("Neg", ["x"], ["n"], name="neg"),
+                                        helper.make_node("Abs", ["x"], ["a"], name="abs")],
+                              ["n", "a"]),
+           else_branch=branch("else2", [helper.make_node("Identity", ["x"], ["i"], name="id"),
+                                        helper.make_node("Exp", ["x"], ["x2"], name="exp")],
+                              ["i", "x2"]))],
+     [("x", X4)], [("y", F), ("z", F)], [("p", ints([2])), ("q", ints([3]))])
+
+# ---- RNN: opset 7 and 14 (layout) forms --------------------------------------------------
+S, NB, FI, H = 4, 2, 3, 5
+XR = randn(S, NB, FI)
+case("rnn_forward_op7", 7, [node("RNN", ["x", "w", "r"], ["y", "yh"], hidden_size=H)],
+     [("x", XR)], [("y", F), ("yh", F)], [("w", randn(1, H, FI)), ("r", randn(1, H, H) * 0.5)])
+case("rnn_bidirectional_bias_h0_op7", 7,
+     [node("RNN", ["x", "w", "r", "b", "", "h0"], ["y", "yh"], hidden_size=H,
+           direction="bidirectional")], [("x", XR)], [("y", F), ("yh", F)],
+     [("w", randn(2, H, FI)), ("r", randn(2, H, H) * 0.5), ("b", randn(2, 2 * H)),
+      ("h0", randn(2, NB, H))])
+case("rnn_reverse_relu_op14", 14,
+     [node("RNN", ["x", "w", "r", "b"], ["y"], hidden_size=H, direction="reverse",
+           activations=["Relu"])], [("x", XR)], [("y", F)],
+     [("w", randn(1, H, FI)), ("r", randn(1, H, H) * 0.3), ("b", randn(1, 2 * H))])
+# (onnxruntime runs no RNN with layout = 1, so that form has no case here.)
+case("rnn_only_yh_two_activations_op14", 14,
+     [node("RNN", ["x", "w", "r"], ["", "yh"], hidden_size=H, direction="bidirectional",
+           activations=["Tanh", "Relu"], clip=1.5)],
+     [("x", XR)], [("yh", F)],
+     [("w", randn(2, H, FI)), ("r", randn(2, H, H) * 0.3)])
+case("rnn_leakyrelu_alpha_op7", 7,
+     [node("RNN", ["x", "w", "r"], ["y"], hidden_size=H, activations=["LeakyRelu"],
+           activation_alpha=[0.2])], [("x", XR)], [("y", F)],
+     [("w", randn(1, H, FI)), ("r", randn(1, H, H) * 0.3)])
+
 # ---- The newest opsets: ops whose definitions did not change read the same --------------
 case("flatten_op24", 24, [node("Flatten", ["x"], ["y"], axis=1)], [("x", X4)], [("y", F)])
 case("unsqueeze_op25", 25, [node("Unsqueeze", ["x", "a"], ["y"])], [("x", X4)], [("y", F)],
