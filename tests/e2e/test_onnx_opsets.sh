@@ -3,7 +3,8 @@
 # by torch.onnx.export at opsets 9, 11, 13 and 17 (tests/data/onnx/make_torch_exports.py:
 # Hardswish, Hardsigmoid, ReLU6 as Clip, Upsample / Resize, ConvTranspose2d) open with `info`,
 # `run` gives onnxruntime's outputs (1e-5 relative), and `quantize --scheme static-int8` runs
-# on them. A file older than opset 7, or an op BitLens lacks, exits 4 naming it.
+# on them. A file older than opset 7, an op BitLens lacks, or an If whose condition is only known
+# at run time exits 4 naming it; an If on a constant condition runs its branch.
 # Usage: test_onnx_opsets.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -43,7 +44,30 @@ for opset, op, name in [(6, "Relu", "old"), (9, "Hardmax", "nohardmax")]:
     g = helper.make_graph([helper.make_node(op, ["x"], ["y"], name="n1")], name, [x], [y])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=4)
     open(f"{d}/{name}.onnx", "wb").write(m.SerializeToString())
+# If: a condition known when the file is read (an initializer, as exporters leave behind) is
+# folded into its branch; one computed at run time (from the input) is refused.
+then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                           [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                           [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+for name, nodes, inits in [
+        ("if-static", [], [helper.make_tensor("c", TensorProto.BOOL, [], [False])]),
+        ("if-runtime", [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                        helper.make_node("Greater", ["s", "zero"], ["c"])],
+         [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])]:
+    n_if = helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)
+    g = helper.make_graph(nodes + [n_if], name, [x], [y], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    open(f"{d}/{name}.onnx", "wb").write(m.SerializeToString())
+import numpy as np
+np.save(f"{d}/x4.npy", np.array([[1.0, -2.0, 3.0, -4.0]], np.float32))
 PY
+check if-static 0 "$cli" run "$tmp/if-static.onnx" --input "$tmp/x4.npy" --out "$tmp/run-if"
+expect if-static-else-branch "$py" -c "
+import numpy as np; y = np.load('$tmp/run-if/y.npy')
+assert np.array_equal(y, -np.array([[1.0, -2.0, 3.0, -4.0]], np.float32)), y"
+check if-runtime 4 "$cli" info "$tmp/if-runtime.onnx"
+expect if-runtime-says grep -q "unsupported op 'If' (opset 13) in node 'branch'" "$tmp/err"
 check refuse-opset6 4 "$cli" info "$tmp/old.onnx"
 expect refuse-opset6-says \
   grep -q "opset 6 is not supported; BitLens reads ONNX opset 7 and later" "$tmp/err"
