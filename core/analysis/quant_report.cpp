@@ -291,8 +291,10 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             // that costs at the layer's output (smoothed layers see a different input: skipped).
             const bool quantizedActs = lq.config.actMode == quant::ActMode::Static ||
                                        lq.config.actMode == quant::ActMode::Dynamic;
+            // Block formats (MX, NVFP4) scale every block of 16 / 32 on its own: no clip.
             if (!isFloat && quantizedActs && !lq.smooth.defined() &&
-                quant::traits(lq.config.actType).needsScale) {
+                quant::traits(lq.config.actType).needsScale &&
+                !quant::isBlockFormat(quant::traits(lq.config.actType))) {
                 for (const char* spec : {"minmax", "percentile:99.99", "entropy", "mse"}) {
                     auto observer = (*quant::observerFactory(spec))();
                     if (!observer->observe(floatInputs[0]))
@@ -449,7 +451,7 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
             return m.error();
         const double drop = floatMetric.higherIsBetter ? floatMetric.value - m->value
                                                        : m->value - floatMetric.value;
-        rows.push_back({layer.name, m->value, drop, layer.local.sqnrDb});
+        rows.push_back({layer.name, m->value, drop, layer.local.sqnrDb, std::nullopt});
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [byKld](const SensitivityRow& a, const SensitivityRow& b) {

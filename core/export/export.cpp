@@ -62,6 +62,12 @@ std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
                " weights (ONNX or GGUF cannot hold them either; keep them in BitLens' report)";
     default: break;
     }
+    if (quant::isBlockFormat(quant::traits(c.weightType)) ||
+        (c.actMode != quant::ActMode::Float && quant::isBlockFormat(quant::traits(c.actType))))
+        return std::string("BitLens does not write compressed-tensors' MX / NVFP4 layouts "
+                           "(nvfp4-pack-quantized, mxfp4) yet, nor can ONNX or GGUF hold ") +
+               std::string(quant::traits(c.weightType).name) +
+               "; keep the run in BitLens' report";
     if (c.smoothAlpha > 0.0)
         return std::string("SmoothQuant's per-channel input divisor has no place in "
                            "compressed-tensors (export it to ONNX instead)");

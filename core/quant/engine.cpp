@@ -108,8 +108,34 @@ at::Tensor gptqRows(const ir::Node& node, const at::Tensor& x, const at::Tensor&
 
 } // namespace
 
+namespace {
+
+/// Block-format activations as rows of features: the channel dimension of a 4-D (convolution)
+/// input, else the last one, moved last and flattened to [rows, features], so that blocks run
+/// along the reduction dimension of the layer, as the accelerators' MX kernels take them.
+at::Tensor actRows(const at::Tensor& x)
+{
+    const at::Tensor last = x.dim() == 4 ? x.movedim(1, -1) : x;
+    return last.reshape({-1, x.dim() == 0 ? 1 : last.size(-1)});
+}
+
+at::Tensor fromActRows(const at::Tensor& rows, const at::Tensor& x)
+{
+    if (x.dim() != 4)
+        return rows.reshape(x.sizes());
+    return rows.reshape({x.size(0), x.size(2), x.size(3), x.size(1)}).movedim(-1, 1).contiguous();
+}
+
+} // namespace
+
 QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
 {
+    if (c.actGranularity.kind == Granularity::Kind::PerGroup) {
+        const at::Tensor rows = actRows(x);
+        const Granularity g = Granularity::perGroup(1, c.actGranularity.groupSize);
+        auto [lo, hi] = blockMinMax(rows, g);
+        return chooseQParams(lo, hi, c.actType, true, g, false, c.mxScale);
+    }
     if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
         auto [lo, hi] = blockMinMax(x.reshape({-1, x.size(-1)}), Granularity::perToken());
         return chooseQParams(lo, hi, c.actType, c.actSymmetric, Granularity::perToken());
@@ -124,6 +150,8 @@ at::Tensor fakeQuantAct(const at::Tensor& x, const QParams& qp)
 {
     if (qp.granularity.kind == Granularity::Kind::PerToken)
         return fakeQuantize(x.reshape({-1, x.size(-1)}), qp).reshape(x.sizes());
+    if (qp.granularity.kind == Granularity::Kind::PerGroup)
+        return fromActRows(fakeQuantize(actRows(x), qp), x);
     return fakeQuantize(x, qp);
 }
 
@@ -200,7 +228,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
     lq.weightGranularity = g;
     auto [lo, hi] = blockMinMax(view, g);
     lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g,
-                              config.reduceRange);
+                              config.reduceRange, config.mxScale);
     const std::int64_t scaleCount = lq.weight.scale.numel();
     // Double quantization is bitsandbytes' step for NF4 (a layer overridden to another type
     // keeps its own scales).

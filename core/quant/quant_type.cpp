@@ -63,6 +63,35 @@ constexpr std::array<float, 16> kFp4Codes = {
     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
 };
 
+/// A small float format's values by bit pattern (1 sign, `ebits`, `mbits`; bias 2^(ebits-1) - 1,
+/// no Inf or NaN, as OCP MX's FP6): exponent 0 is subnormal, m / 2^mbits * 2^(1 - bias).
+/// E2M3: 0, 0.125, ... 0.875, 1, 1.125, ... 7.5; E3M2: 0, 0.0625, ... 0.1875, 0.25, ... 28.
+template <int Ebits, int Mbits>
+constexpr std::array<float, (1 << (1 + Ebits + Mbits))> smallFloatTable()
+{
+    constexpr int bias = (1 << (Ebits - 1)) - 1;
+    constexpr int half = 1 << (Ebits + Mbits);
+    std::array<float, 2 * half> out{};
+    for (int code = 0; code < half; ++code) {
+        const int e = code >> Mbits;
+        const int m = code & ((1 << Mbits) - 1);
+        double v = e == 0 ? static_cast<double>(m) / (1 << Mbits)
+                          : 1.0 + static_cast<double>(m) / (1 << Mbits);
+        for (int k = 0; k < (e == 0 ? bias - 1 : bias - e); ++k)
+            v /= 2.0;
+        for (int k = 0; k < e - bias; ++k)
+            v *= 2.0;
+        out[static_cast<std::size_t>(code)] = static_cast<float>(v);
+        out[static_cast<std::size_t>(code + half)] = static_cast<float>(-v);
+    }
+    return out;
+}
+constexpr auto kFp6E2M3Codes = smallFloatTable<2, 3>();
+constexpr auto kFp6E3M2Codes = smallFloatTable<3, 2>();
+static_assert(kFp6E2M3Codes[31] == 7.5f && kFp6E2M3Codes[1] == 0.125f && kFp6E2M3Codes[8] == 1.0f);
+static_assert(kFp6E3M2Codes[31] == 28.0f && kFp6E3M2Codes[1] == 0.0625f && kFp6E3M2Codes[4] == 0.25f);
+static_assert(smallFloatTable<2, 1>()[7] == 6.0f && smallFloatTable<2, 1>()[1] == 0.5f);
+
 constexpr float kBFloat16Max = 3.38953139e38f;  // 0x7F7F
 
 constexpr QuantTypeTraits kTraits[] = {
@@ -78,6 +107,21 @@ constexpr QuantTypeTraits kTraits[] = {
     {QuantType::FP8E5M2, "fp8_e5m2", 8, true, TypeFamily::Float, 0, 0, {}, 57344.0f, true},
     {QuantType::FP16, "fp16", 16, true, TypeFamily::Float, 0, 0, {}, 65504.0f, false},
     {QuantType::BF16, "bf16", 16, true, TypeFamily::Float, 0, 0, {}, kBFloat16Max, false},
+    {QuantType::MXFP4, "mxfp4", 4, true, TypeFamily::CodeTable, 0, 15, kFp4Codes, 6.0f, true, 32,
+     BlockScale::E8M0, 2},
+    {QuantType::MXFP6E2M3, "mxfp6_e2m3", 6, true, TypeFamily::CodeTable, 0, 63, kFp6E2M3Codes,
+     7.5f, true, 32, BlockScale::E8M0, 2},
+    {QuantType::MXFP6E3M2, "mxfp6_e3m2", 6, true, TypeFamily::CodeTable, 0, 63, kFp6E3M2Codes,
+     28.0f, true, 32, BlockScale::E8M0, 4},
+    {QuantType::MXFP8E4M3, "mxfp8_e4m3", 8, true, TypeFamily::Float, 0, 0, {}, 448.0f, true, 32,
+     BlockScale::E8M0, 8},
+    {QuantType::MXFP8E5M2, "mxfp8_e5m2", 8, true, TypeFamily::Float, 0, 0, {}, 57344.0f, true,
+     32, BlockScale::E8M0, 15},
+    // Integer codes k in [-127, 127] standing for k / 64: maxValue is the element's 127 / 64.
+    {QuantType::MXINT8, "mxint8", 8, true, TypeFamily::Integer, -127, 127, {}, 1.984375f, true,
+     32, BlockScale::E8M0, 0},
+    {QuantType::NVFP4, "nvfp4", 4, true, TypeFamily::CodeTable, 0, 15, kFp4Codes, 6.0f, true, 16,
+     BlockScale::E4M3, 2},
 };
 
 constexpr bool tableInEnumOrder()
@@ -89,7 +133,7 @@ constexpr bool tableInEnumOrder()
     return true;
 }
 static_assert(tableInEnumOrder(), "kTraits rows must follow the QuantType enum order");
-static_assert(std::size(kTraits) == static_cast<std::size_t>(QuantType::BF16) + 1,
+static_assert(std::size(kTraits) == static_cast<std::size_t>(QuantType::NVFP4) + 1,
               "every QuantType needs a row in kTraits");
 
 std::int64_t normalizeAxis(std::int64_t axis, std::int64_t dims, const char* what)
@@ -245,10 +289,13 @@ at::ScalarType codeType(const QuantTypeTraits& t)
     case QuantType::Int8:
     case QuantType::Int4:
     case QuantType::Int2:
+    case QuantType::MXINT8:
         return at::kChar;
     case QuantType::FP8E4M3:
+    case QuantType::MXFP8E4M3:
         return at::kFloat8_e4m3fn;
     case QuantType::FP8E5M2:
+    case QuantType::MXFP8E5M2:
         return at::kFloat8_e5m2;
     case QuantType::FP16:
         return at::kHalf;
@@ -269,21 +316,21 @@ at::Tensor floatTable(std::span<const float> values, const at::Device& device)
 /// 0.5 (reciprocal 2), zero point 1: x = 0.25 -> 0.5 -> 0 -> code 1; x = 0.75 -> 1.5 -> 2 -> 3.
 /// With scale 0.1f the reciprocal matters: 1.55f / 0.1f = 15.499999 would round to 15, but
 /// 1.55f * (1 / 0.1f) = 15.5 exactly, which rounds half to even to 16, as PyTorch gives.
-at::Tensor integerCodes(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
+at::Tensor integerCodes(const at::Tensor& v, const BlockParams& p, const QuantTypeTraits& t)
 {
-    const at::Tensor rounded = at::round(xb * at::reciprocal(p.scale));
+    const at::Tensor rounded = at::round(v);
     const at::Tensor q = at::clamp(rounded + p.zeroPoint, static_cast<double>(t.qmin),
                                    static_cast<double>(t.qmax));
     // NaN has no integer code: it becomes the code of 0, the zero point.
-    return at::where(at::isnan(xb), p.zeroPoint.expand_as(q), q);
+    return at::where(at::isnan(v), p.zeroPoint.expand_as(q), q);
 }
 
 /// NF4 codes per block: bitsandbytes' rule (multiply by the reciprocal of the absmax, then its
 /// decision thresholds). bucketize counts the thresholds strictly below v, which is exactly
 /// "v > threshold takes the upper code".
-at::Tensor nf4Codes(const at::Tensor& xb, const BlockParams& p)
+at::Tensor nf4Codes(const at::Tensor& scaled)
 {
-    const at::Tensor v = (xb * at::reciprocal(p.scale)).contiguous();
+    const at::Tensor v = scaled.contiguous();
     const at::Tensor thresholds = floatTable(kNf4Thresholds, v.device());
     const at::Tensor codes = at::bucketize(v, thresholds, /*out_int32=*/true).to(at::kByte);
     return at::where(at::isnan(v), at::full_like(codes, kNf4ZeroCode), codes);
@@ -294,9 +341,8 @@ at::Tensor nf4Codes(const at::Tensor& xb, const BlockParams& p)
 /// below |v|; a midpoint whose lower neighbour has an odd mantissa rounds up (>=), otherwise
 /// down (>). Examples: 1.25 (between 1 = 0b010 and 1.5 = 0b011) -> 1; 1.75 -> 2; 5 -> 4;
 /// 0.25 -> 0; 0.75 -> 1.
-at::Tensor fp4Codes(const at::Tensor& xb, const BlockParams& p)
+at::Tensor fp4Codes(const at::Tensor& v)
 {
-    const at::Tensor v = xb * at::reciprocal(p.scale);
     const at::Tensor m = v.abs();
     at::Tensor index = at::zeros(m.sizes(), m.options().dtype(at::kByte));
     for (double mid : {0.25, 1.25, 2.5, 5.0})
@@ -307,11 +353,31 @@ at::Tensor fp4Codes(const at::Tensor& xb, const BlockParams& p)
     return at::where(at::isnan(v), at::zeros_like(codes), codes);
 }
 
-/// x / scale saturated to the format's range, still float32: the FP8 cast input.
-at::Tensor fp8Saturated(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
+/// Codes of a small float format from its value table (by bit pattern, the sign the top bit):
+/// round to nearest, ties to the even bit pattern (the even mantissa), saturating at the
+/// largest magnitude, the sign kept (-0 too), as torchao's _f32_to_floatx_unpacked. The
+/// magnitude index counts the midpoints below |v|: strictly below where the lower neighbour
+/// is even (a tie stays), at or below where it is odd (a tie goes up to the even one). E2M3:
+/// 1.0625 (between 1 = 8 and 1.125 = 9) -> 8, 1.1875 -> 10. NaN gives code 0.
+at::Tensor smallFloatCodes(const at::Tensor& v, std::span<const float> table)
+{
+    const std::size_t half = table.size() / 2;
+    const at::Tensor m = v.abs();
+    at::Tensor index = at::zeros(m.sizes(), m.options().dtype(at::kByte));
+    for (std::size_t k = 0; k + 1 < half; ++k) {
+        const double mid = (static_cast<double>(table[k]) + table[k + 1]) / 2.0;
+        index += (k % 2 == 0 ? at::gt(m, mid) : at::ge(m, mid)).to(at::kByte);
+    }
+    const at::Tensor codes = at::bitwise_or(
+        index, at::signbit(v).to(at::kByte) * static_cast<std::int64_t>(half));
+    return at::where(at::isnan(v), at::zeros_like(codes), codes);
+}
+
+/// Scaled values saturated to the format's range, still float32: the FP8 cast input.
+at::Tensor fp8Saturated(const at::Tensor& v, const QuantTypeTraits& t)
 {
     const double maxValue = t.maxValue;
-    return at::clamp(xb / p.scale, -maxValue, maxValue);
+    return at::clamp(v, -maxValue, maxValue);
 }
 
 /// Float values of codes, before the scale: integer codes as float, code-table lookups,
@@ -329,7 +395,76 @@ at::Tensor codeValues(const at::Tensor& codes, const QuantTypeTraits& t)
 /// there). Non-integer types: |x / scale| <= maxValue. NaN is outside.
 at::Tensor insideClipRange(const at::Tensor& xb, const BlockParams& p, const QuantTypeTraits& t)
 {
-    return at::le((xb / p.scale).abs(), static_cast<double>(t.maxValue));
+    const double limit = t.family == TypeFamily::Integer ? static_cast<double>(t.qmax)
+                                                         : static_cast<double>(t.maxValue);
+    return at::le((xb / p.scale).abs(), limit);
+}
+
+/// 2^(e - 127) for biased E8M0 exponents e (uint8 or int32), float32 exactly (e = 0 is the
+/// subnormal 2^-127, e = 255 NaN), as torchao's get_fp_scale.
+at::Tensor e8m0Value(const at::Tensor& e)
+{
+    const at::Tensor ei = e.to(at::kInt);
+    const at::Tensor normal = at::bitwise_left_shift(ei, 23).view(at::kFloat);
+    const at::Tensor value =
+        at::where(at::eq(ei, 0), at::full({}, 0x1p-127f, normal.options()), normal);
+    return at::where(at::eq(ei, 255),
+                     at::full({}, std::numeric_limits<float>::quiet_NaN(), normal.options()),
+                     value);
+}
+
+/// chooseQParams for the MX and NVFP4 block formats (see the header), on the CPU in float32.
+QParams blockFormatQParams(const at::Tensor& lo, const at::Tensor& hi, const QuantTypeTraits& t,
+                           const Granularity& granularity, MxScaleMode mode)
+{
+    TORCH_CHECK(granularity.kind == Granularity::Kind::PerGroup &&
+                    granularity.groupSize == t.blockSize,
+                std::string(t.name), " quantizes blocks of ", t.blockSize,
+                " elements along the last dimension, not ", granularity.describe());
+    QParams q;
+    q.type = t.type;
+    q.granularity = granularity;
+    q.symmetric = true;
+    q.scaleMode = mode;
+    q.zeroPoint = at::zeros(lo.sizes(), at::kLong);
+    const at::Tensor absmax = at::maximum(lo.abs(), hi.abs()).contiguous();
+    // MXINT8's codes k stand for k / 64: its integer scale is the block scale / 64 (exact).
+    const double intScale = t.family == TypeFamily::Integer ? 64.0 : 1.0;
+    if (t.blockScale == BlockScale::E8M0) {
+        at::Tensor e;
+        if (mode == MxScaleMode::Floor) {
+            const at::Tensor pow2 =
+                at::bitwise_and(at::bitwise_right_shift(absmax.view(at::kInt), 23), 0xFF) - 127;
+            e = at::clamp(pow2 - t.emax, -127, 128) + 127;
+            // Codes are picked with the scale floored at the smallest normal float32.
+            const at::Tensor pick =
+                at::clamp(at::bitwise_left_shift(e.to(at::kInt), 23).view(at::kFloat),
+                          kFloatMinNormal);
+            q.codeScale = pick / intScale;
+        } else {
+            const at::Tensor descale = absmax / static_cast<double>(t.maxValue);
+            e = (at::clamp(at::ceil(at::log2(descale)), -127, 127) + 127).to(at::kInt);
+            const at::Tensor multiplier =
+                at::where(at::eq(e, 0), at::ones_like(descale),
+                          at::exp2(127.0 - e.to(at::kFloat)));
+            q.codeMultiplier = multiplier * intScale;
+        }
+        q.blockScale = e.to(at::kByte);
+        q.scale = e8m0Value(e) / intScale;
+        return q;
+    }
+    // NVFP4: one float32 scale for the tensor, an E4M3 scale per block of 16 under it.
+    const float amax = absmax.numel() ? absmax.max().item<float>() : 0.0f;
+    const at::Tensor tensorScale =
+        amax > 0.0f ? at::div(at::full({}, amax, at::kFloat), 448.0 * 6.0)
+                    : at::full({}, 1.0f, at::kFloat);
+    q.tensorScale = tensorScale.item<float>();
+    const at::Tensor block = absmax / 6.0;
+    q.blockScale = at::clamp(block / tensorScale, 0x1p-6, 448.0).to(at::kFloat8_e4m3fn);
+    const at::Tensor b = q.blockScale.to(at::kFloat);
+    q.codeMultiplier = at::reciprocal(tensorScale) / b;
+    q.scale = tensorScale * b;
+    return q;
 }
 
 /// fakeQuantize for integer types: PyTorch's fused fake_quantize_per_channel_affine on the
@@ -422,7 +557,8 @@ QuantTypeTraits rangedTraits(QuantType type, bool reduceRange)
 } // namespace
 
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity, bool reduceRange)
+                      bool symmetric, const Granularity& granularity, bool reduceRange,
+                      MxScaleMode scaleMode)
 {
     TORCH_CHECK(minVal.sizes() == maxVal.sizes(), "min has shape ", minVal.sizes(),
                 " but max has shape ", maxVal.sizes());
@@ -435,6 +571,14 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
     };
     const at::Tensor lo = bound(minVal);
     const at::Tensor hi = bound(maxVal);
+    if (isBlockFormat(t)) {
+        TORCH_CHECK(!reduceRange, "reduce-range applies to int8 and uint8, not ", std::string(t.name));
+        QParams q = blockFormatQParams(lo, hi, t, granularity, scaleMode);
+        for (at::Tensor* p : {&q.scale, &q.zeroPoint, &q.codeScale, &q.codeMultiplier, &q.blockScale})
+            if (p->defined())
+                *p = p->to(device);
+        return q;
+    }
 
     QParams qparams;
     qparams.type = type;
@@ -632,16 +776,26 @@ at::Tensor quantize(const at::Tensor& input, const QParams& qparams)
     }
     const BlockParams p = blockParams(x, qparams);
     const at::Tensor xb = toBlocks(x, qparams.granularity);
+    // The value each code is picked for: x * codeMultiplier where set (NVFP4, MX Rceil), else
+    // x * (1 / scale) (integer and code tables, as fake_quantize and bitsandbytes) or x / scale
+    // (float8, as torchao). Where the scale is a power of two, the two are the same.
+    at::Tensor v;
+    if (qparams.codeMultiplier.defined())
+        v = xb * qparams.codeMultiplier.detach().to(x.device(), at::kFloat).unsqueeze(-1);
+    else
+        v = t.family == TypeFamily::Float ? xb / p.scale : xb * at::reciprocal(p.scale);
     at::Tensor codes;
     switch (t.family) {
     case TypeFamily::Integer:
-        codes = integerCodes(xb, p, t);
+        codes = integerCodes(v, p, t);
         break;
     case TypeFamily::CodeTable:
-        codes = t.type == QuantType::NF4 ? nf4Codes(xb, p) : fp4Codes(xb, p);
+        codes = t.type == QuantType::NF4 ? nf4Codes(v)
+                : t.codes.size() == 16   ? fp4Codes(v)
+                                         : smallFloatCodes(v, t.codes);
         break;
     case TypeFamily::Float:
-        codes = fp8Saturated(xb, p, t);
+        codes = fp8Saturated(v, t);
         break;
     }
     return fromBlocks(codes, x.sizes(), qparams.granularity).to(codeType(t));
@@ -667,12 +821,14 @@ at::Tensor fakeQuantize(const at::Tensor& input, const QParams& qparams)
     const at::Tensor x = input.to(at::kFloat);
     if (x.numel() == 0)
         return x.clone();
-    if (t.family == TypeFamily::Integer)
+    // MXINT8 picks codes with a scale other than the stored one (codeScale, codeMultiplier):
+    // it goes through quantize / dequantize like the float formats.
+    if (t.family == TypeFamily::Integer && !isBlockFormat(t))
         return fakeQuantizeInteger(x, qparams, t);
 
     at::Tensor y = dequantize(quantize(x, qparams), qparams);
-    // Code tables have no NaN code; a fake-quantized NaN stays NaN all the same.
-    if (t.family == TypeFamily::CodeTable)
+    // Code tables and integers have no NaN code; a fake-quantized NaN stays NaN all the same.
+    if (t.family != TypeFamily::Float)
         y = at::where(at::isnan(x), x.detach(), y);
     if (!x.requires_grad() || !at::GradMode::is_enabled())
         return y;
@@ -716,6 +872,14 @@ std::int64_t quantizedBytes(std::int64_t elements, const QParams& qparams)
     const QuantTypeTraits& t = traits(qparams.type);
     std::int64_t bytes = (elements * t.bits + 7) / 8;
     const std::int64_t scales = qparams.scale.defined() ? qparams.scale.numel() : 1;
+    if (isBlockFormat(t)) {
+        // One 8-bit scale per block (E8M0 or E4M3); NVFP4 adds its float32 per-tensor scale.
+        // MXFP4 [8, 256]: 1024 + 64 = 1088 bytes (4.25 bits per element).
+        bytes += scales;
+        if (t.blockScale == BlockScale::E4M3)
+            bytes += static_cast<std::int64_t>(sizeof(float));
+        return bytes;
+    }
     if (t.needsScale)
         bytes += scales * static_cast<std::int64_t>(sizeof(float));
     if (t.family == TypeFamily::Integer && !qparams.symmetric)

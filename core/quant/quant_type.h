@@ -28,7 +28,31 @@ enum class QuantType {
     FP8E5M2,  ///< float8 E5M2 (max 57344), scaled; casts as torch's float8_e5m2
     FP16,     ///< IEEE half, cast (no scale)
     BF16,     ///< bfloat16, cast (no scale)
+    // The block formats of accelerators (OCP Microscaling v1.0 and NVIDIA's NVFP4): elements
+    // of a small float (or int8) type in blocks along the last dimension (a weight's inputs)
+    // sharing one 8-bit scale. Their codes are the element type's; `scale` holds the decoded
+    // block scale (MX: 2^(E8M0 - 127); NVFP4: per-tensor scale x E4M3 block scale).
+    MXFP4,      ///< MX, E2M1 elements (max 6), 32 per E8M0 scale: 4.25 bits per element
+    MXFP6E2M3,  ///< MX, FP6 E2M3 elements (max 7.5): 6.25 bits
+    MXFP6E3M2,  ///< MX, FP6 E3M2 elements (max 28): 6.25 bits
+    MXFP8E4M3,  ///< MX, float8 E4M3FN elements (max 448): 8.25 bits
+    MXFP8E5M2,  ///< MX, float8 E5M2 elements (max 57344): 8.25 bits
+    MXINT8,     ///< MX, int8 elements k / 64, k in [-127, 127] (OCP MX INT8): 8.25 bits
+    NVFP4,      ///< E2M1 elements, 16 per E4M3 block scale, one float32 scale per tensor: 4.5 bits
 };
+
+/// The shared scale of a block format.
+enum class BlockScale {
+    None,  ///< not a block format: `scale` is float32 (32 bits per scale in storage)
+    E8M0,  ///< OCP MX: a power of two 2^(e - 127), e in 0..254 (255 = NaN), 8 bits
+    E4M3,  ///< NVFP4: float8 E4M3FN block scale x one float32 scale per tensor
+};
+
+/// How an MX block's shared exponent is chosen from the block's absolute maximum amax (torchao's
+/// ScaleCalculationMode). Floor: OCP's rule, floor(log2(amax)) - emax, the element type's
+/// largest exponent (values up to 2^(emax + 1) - 1 ulp saturate); Rceil: cuBLAS / Transformer
+/// Engine's, ceil(log2(amax / max)) (nothing saturates).
+enum class MxScaleMode { Floor, Rceil };
 
 /// How a format maps reals to codes.
 enum class TypeFamily {
@@ -52,7 +76,16 @@ struct QuantTypeTraits {
     std::span<const float> codes;
     float maxValue;             ///< largest finite magnitude the unscaled format represents
     bool needsScale;            ///< false for FP16/BF16 (plain casts)
+    /// Block formats: elements per shared scale along the last dimension (MX 32, NVFP4 16).
+    std::int64_t blockSize = 0;
+    BlockScale blockScale = BlockScale::None;
+    /// MX: the largest power of two of the element type (E2M1 2, E2M3 2, E3M2 4, E4M3 8,
+    /// E5M2 15, INT8 0): the shared exponent is floor(log2(amax)) - emax.
+    int emax = 0;
 };
+
+/// True for the MX and NVFP4 block formats.
+inline bool isBlockFormat(const QuantTypeTraits& t) { return t.blockScale != BlockScale::None; }
 
 /// The traits of one type.
 const QuantTypeTraits& traits(QuantType type);
@@ -102,6 +135,17 @@ struct QParams {
     /// the float32 absmax and dequantizes them with the double-quantized absmax in `scale`,
     /// which may even be <= 0 for a block far below the mean (bitsandbytes does not guard it).
     at::Tensor codeScale;
+    /// Block formats: the scale as stored. MX: uint8 biased E8M0 exponents; NVFP4: float8
+    /// E4M3FN block scales (before the per-tensor scale). Shaped as `scale`.
+    at::Tensor blockScale;
+    /// NVFP4: the float32 per-tensor scale (tensor amax / (6 x 448); its reciprocal is
+    /// compressed-tensors' global_scale). 0 for the other types.
+    float tensorScale = 0.0f;
+    /// Where set, codes are picked from x * codeMultiplier (shaped as `scale`) instead of
+    /// x / scale: torchao's NVFP4 multiplies by (1 / tensorScale) / blockScale and MX RCEIL by
+    /// 2^(127 - e) (1 where e = 0), which are not always the reciprocal of the stored scale.
+    at::Tensor codeMultiplier;
+    MxScaleMode scaleMode = MxScaleMode::Floor;  ///< MX types: how `blockScale` was chosen
 };
 
 /// bitsandbytes' double quantization of NF4 block absmax values (`quantize_4bit(...,
@@ -137,8 +181,22 @@ std::span<const float> dynamicMap8Bit();
 /// rounded-down midpoint of a customised range). CodeTable / FP8: scale = absmax / maxValue,
 /// at least the smallest normal float32 (NF4: the absmax itself, as bitsandbytes stores it);
 /// these are always symmetric. FP16 / BF16: scale 1. NaN bounds count as 0, +-Inf as +-FLT_MAX.
+///
+/// Block formats (MX, NVFP4) need per-group granularity with the type's block size; their
+/// scales follow torchao 0.18's reference code (mx_formats/mx_tensor.py to_mx,
+/// nvfp4_tensor.py nvfp4_quantize with a per-tensor scale) bit for bit:
+///  - MX Floor: e = clamp(exponent bits of amax - 127 - emax, -127, 128) + 127; the codes are
+///    picked with x / max(2^(e - 127), 2^-126), dequantized with 2^(e - 127) (so an all-zero
+///    block has e = 0). MXINT8 (not in torchao; OCP MX v1.0): emax 0, codes
+///    round_half_even(x / (2^(e - 127) / 64)) clamped to [-127, 127].
+///  - MX Rceil: e = clamp(ceil(log2(amax / max)), -127, 127) + 127; codes from x * 2^(127 - e)
+///    (x * 1 where e = 0, as torchao), clamped to +-max; dequantized with 2^(e - 127).
+///  - NVFP4: t = tensor amax / 2688; block b = E4M3(clamp(block amax / 6 / t, 2^-6, 448));
+///    codes from x * ((1 / t) / b) clamped to +-6; dequantized with t * b. An all-zero tensor
+///    (torchao: 0 / 0 = NaN everywhere) gets t = 0 and b = 2^-6: every code and value 0.
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity, bool reduceRange = false);
+                      bool symmetric, const Granularity& granularity, bool reduceRange = false,
+                      MxScaleMode scaleMode = MxScaleMode::Floor);
 
 /// chooseQParams for one per-tensor integer range, in scalars and bit for bit the same (the
 /// same float32 operations in the same order): what the real int8 kernels compute for a dynamic

@@ -27,6 +27,24 @@ LayerConfig weightOnly(QuantType type, std::int64_t group)
     return c;
 }
 
+/// The block-format presets: name -> (type, weight-only). "mxfp4", "mxfp4-w", ...
+std::optional<std::pair<QuantType, bool>> blockFormatPreset(const std::string& preset)
+{
+    static const std::pair<const char*, QuantType> kNames[] = {
+        {"mxfp4", QuantType::MXFP4},         {"mxfp6-e2m3", QuantType::MXFP6E2M3},
+        {"mxfp6-e3m2", QuantType::MXFP6E3M2}, {"mxfp8-e4m3", QuantType::MXFP8E4M3},
+        {"mxfp8-e5m2", QuantType::MXFP8E5M2}, {"mxint8", QuantType::MXINT8},
+        {"nvfp4", QuantType::NVFP4},
+    };
+    for (const auto& [name, type] : kNames) {
+        if (preset == name)
+            return std::pair{type, false};
+        if (preset == std::string(name) + "-w")
+            return std::pair{type, true};
+    }
+    return std::nullopt;
+}
+
 /// The defaults of each preset, before options.
 Result<Scheme> presetDefaults(const std::string& preset)
 {
@@ -60,6 +78,20 @@ Result<Scheme> presetDefaults(const std::string& preset)
         c.actMode = ActMode::Dynamic;
         c.actType = t;
         c.actSymmetric = true;
+    } else if (auto mx = blockFormatPreset(preset)) {
+        // OCP MX and NVFP4: weights in blocks of the format's size along their inputs; the
+        // plain names quantize the inputs too (dynamic, the same blocks along the features, as
+        // the accelerators' matrix units take them), "-w" keeps them float.
+        const std::int64_t block = traits(mx->first).blockSize;
+        c.weightType = mx->first;
+        c.weightGranularity = Granularity::perGroup(1, block);
+        c.weightSymmetric = true;
+        if (!mx->second) {
+            c.actMode = ActMode::Dynamic;
+            c.actType = mx->first;
+            c.actSymmetric = true;
+            c.actGranularity = Granularity::perGroup(-1, block);
+        }
     } else if (preset == "llm-int8") {
         c.actMode = ActMode::Dynamic;
         c.actType = QuantType::Int8;
@@ -255,6 +287,14 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             return Error::usage("option group takes a whole number from 2 to 4096, not '" +
                                 value + "'");
         c.weightGranularity = Granularity::perGroup(1, static_cast<std::int64_t>(*n));
+    } else if (key == "scale") {
+        if (value == "floor")
+            c.mxScale = MxScaleMode::Floor;
+        else if (value == "rceil")
+            c.mxScale = MxScaleMode::Rceil;
+        else
+            return Error::usage("option scale takes floor or rceil (how an MX block's shared "
+                                "exponent is chosen), not '" + value + "'");
     } else if (key == "method") {
         if (value == "rtn")
             c.method = LayerConfig::Method::Rtn;
@@ -294,8 +334,9 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
         const auto t = quantTypeFromName(value);
         if (!t)
             return Error::usage("option " + key + " takes a type name (int8, uint8, int4, "
-                                "uint4, int2, nf4, fp4_e2m1, fp8_e4m3, fp8_e5m2, fp16, bf16), "
-                                "not '" + value + "'");
+                                "uint4, int2, nf4, fp4_e2m1, fp8_e4m3, fp8_e5m2, fp16, bf16, "
+                                "mxfp4, mxfp6_e2m3, mxfp6_e3m2, mxfp8_e4m3, mxfp8_e5m2, mxint8, "
+                                "nvfp4), not '" + value + "'");
         if (key == "weight")
             c.weightType = *t;
         else
@@ -321,7 +362,7 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
                             "reduce-range, method, damp, act-order, threshold, alpha, calib, "
-                            "head)");
+                            "scale, head)");
     }
     return {};
 }
@@ -333,7 +374,9 @@ constexpr const char* kLmHead = "lm_head";
 /// when it loads a model in 8-bit or 4-bit with bitsandbytes (lm_head is never converted).
 bool keepsLmHeadFloat(const std::string& preset)
 {
-    return preset == "w4-int4" || preset == "w4-nf4" || preset == "w4-fp4" || preset == "llm-int8";
+    // The MX / NVFP4 presets too, as llm-compressor's recipes for them ignore lm_head.
+    return preset == "w4-int4" || preset == "w4-nf4" || preset == "w4-fp4" ||
+           preset == "llm-int8" || blockFormatPreset(preset).has_value();
 }
 
 /// True for the output head of a language model: the quantizable node called lm_head, or in a
@@ -357,6 +400,44 @@ bool hasGptqOptions(const LayerConfig& c)
 {
     const LayerConfig d;
     return c.gptqDamp != d.gptqDamp || c.gptqActOrder != d.gptqActOrder;
+}
+
+/// The block formats' constraints on a parsed scheme: a block-format weight is grouped by the
+/// format's own block along its inputs (and group= / per= may not say otherwise); a
+/// block-format activation is dynamic, in the same blocks along the features; scale= belongs to
+/// the MX types; GPTQ and QAT keep to the formats they were written for.
+Result<void> checkBlockFormats(Scheme& scheme)
+{
+    LayerConfig& c = scheme.config;
+    const QuantTypeTraits& w = traits(c.weightType);
+    const bool actBlocks = c.actMode != ActMode::Float && isBlockFormat(traits(c.actType));
+    if (isBlockFormat(w) && !c.keepFloat) {
+        if (c.weightGranularity != Granularity::perGroup(1, w.blockSize))
+            return Error::usage(std::string(w.name) + " weights are quantized in blocks of " +
+                                std::to_string(w.blockSize) + " along their inputs; scheme " +
+                                scheme.spec + " asks for " + c.weightGranularity.describe());
+        if (c.method == LayerConfig::Method::Gptq)
+            return Error::usage("option method=gptq does not combine with " +
+                                std::string(w.name) + " weights (a block format); scheme " +
+                                scheme.preset);
+        if (scheme.qat)
+            return Error::usage("the qat-* presets train int8 / int4 weights, not " +
+                                std::string(w.name));
+    }
+    if (actBlocks) {
+        if (c.actMode != ActMode::Dynamic)
+            return Error::usage(std::string(traits(c.actType).name) + " activations are " +
+                                "quantized per block at run time (dynamic); scheme " + scheme.spec +
+                                " asks for static ones");
+        c.actGranularity = Granularity::perGroup(-1, traits(c.actType).blockSize);
+        c.actSymmetric = true;
+    }
+    const bool mx = (isBlockFormat(w) && w.blockScale == BlockScale::E8M0) ||
+                    (actBlocks && traits(c.actType).blockScale == BlockScale::E8M0);
+    if (c.mxScale != MxScaleMode::Floor && !mx)
+        return Error::usage("option scale (floor or rceil) applies to the MX types; scheme " +
+                            scheme.spec + " has none");
+    return {};
 }
 
 /// Parses "PRESET[:key=value,key=value]"; a value may itself contain ':' (percentile:99.99).
@@ -424,6 +505,8 @@ Result<Scheme> parseInline(const std::string& spec)
     } else if (hasGptqOptions(scheme->config)) {
         return Error::usage("options damp and act-order belong to method=gptq");
     }
+    if (auto r = checkBlockFormats(*scheme); !r)
+        return r.error();
     if (scheme->config.doubleQuant && scheme->config.weightType != QuantType::NF4)
         return Error::usage("option double-quant applies to NF4 weights (bitsandbytes' "
                             "compress_statistics); scheme " + scheme->preset + " stores its "
@@ -536,7 +619,10 @@ std::string LayerConfig::describe() const
                     : std::string()) +
                " / float acts";
     std::string text = std::string(traits(weightType).name);
-    if (traits(weightType).needsScale)
+    if (isBlockFormat(traits(weightType)))
+        text += " block " + std::to_string(traits(weightType).blockSize) +
+                (mxScale == MxScaleMode::Rceil ? " rceil" : "");
+    else if (traits(weightType).needsScale)
         text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym") +
                 (reduceRange ? " 7-bit" : "") +
                 (method == Method::Gptq ? (gptqActOrder ? " gptq act-order" : " gptq")
@@ -548,6 +634,8 @@ std::string LayerConfig::describe() const
         text += " " + observer;
     if (actGranularity.kind == Granularity::Kind::PerToken)
         text += " per-token";
+    else if (actGranularity.kind == Granularity::Kind::PerGroup)
+        text += " block " + std::to_string(actGranularity.groupSize);
     return text;
 }
 
@@ -557,7 +645,10 @@ const std::vector<std::string>& presetNames()
         "dynamic-int8", "static-int8", "static-w4a8", "w4-int4",          "w4-nf4",
         "w4-fp4",       "fp8-e4m3",    "fp8-e5m2",    "llm-int8",         "smoothquant-int8",
         "fp16",         "bf16",        "qat-int8",    "qat-w4a8",         "gguf-f16",
-        "gguf-q8_0",    "gguf-q4_0",   "gguf-q4_1",   "gguf-q4_k",        "gguf-q6_k"};
+        "gguf-q8_0",    "gguf-q4_0",   "gguf-q4_1",   "gguf-q4_k",        "gguf-q6_k",
+        "mxfp4",        "mxfp4-w",     "nvfp4",       "nvfp4-w",          "mxfp6-e2m3",
+        "mxfp6-e2m3-w", "mxfp6-e3m2",  "mxfp6-e3m2-w", "mxfp8-e4m3",      "mxfp8-e4m3-w",
+        "mxfp8-e5m2",   "mxfp8-e5m2-w", "mxint8",     "mxint8-w"};
     return names;
 }
 

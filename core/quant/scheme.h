@@ -61,6 +61,8 @@ struct LayerConfig {
     double gptqDamp = 0.01;
     bool gptqActOrder = false;
     bool gptqStaticGroups = false;
+    /// MX types: how a block's shared E8M0 exponent is chosen (option scale=floor|rceil).
+    MxScaleMode mxScale = MxScaleMode::Floor;
 
     /// "int8 per-channel(0) sym / uint8 static minmax", for tables and reports.
     std::string describe() const;

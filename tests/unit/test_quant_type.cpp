@@ -123,7 +123,9 @@ TEST(QuantTypeTable, NamesFollowDesignInEnumOrder)
 {
     const std::vector<std::string> expected = {"int8",     "uint8",    "int4",     "uint4",
                                                "int2",     "nf4",      "fp4_e2m1", "fp8_e4m3",
-                                               "fp8_e5m2", "fp16",     "bf16"};
+                                               "fp8_e5m2", "fp16",     "bf16",
+                                               "mxfp4",    "mxfp6_e2m3", "mxfp6_e3m2",
+                                               "mxfp8_e4m3", "mxfp8_e5m2", "mxint8", "nvfp4"};
     const auto all = allQuantTypes();
     ASSERT_EQ(all.size(), expected.size());
     for (std::size_t i = 0; i < all.size(); ++i) {
@@ -145,8 +147,9 @@ TEST(QuantTypeTable, RowsAreConsistent)
         switch (t.family) {
         case TypeFamily::Integer: {
             const std::int64_t levels = std::int64_t{1} << t.bits;
-            EXPECT_EQ(t.qmax - t.qmin + 1, levels);
-            EXPECT_EQ(t.qmin, t.isSigned ? -levels / 2 : 0);
+            // MXINT8 is symmetric, [-127, 127] (OCP MX: -128 is not used), codes k / 64.
+            EXPECT_EQ(t.qmax - t.qmin + 1, isBlockFormat(t) ? levels - 1 : levels);
+            EXPECT_EQ(t.qmin, t.isSigned ? -levels / 2 + (isBlockFormat(t) ? 1 : 0) : 0);
             EXPECT_TRUE(t.codes.empty());
             EXPECT_TRUE(t.needsScale);
             break;
@@ -715,6 +718,8 @@ TEST(QuantProperty, EveryTypeAndGranularity)
     SCOPED_TRACE("seed " + std::to_string(seed));
     const at::Tensor x = propertyWeight(seed);
     for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (isBlockFormat(t))
+            continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
         for (const Granularity& g : weightGranularities()) {
             for (bool symmetric : {true, false}) {
                 if (!symmetric && t.family != TypeFamily::Integer)
@@ -787,6 +792,8 @@ TEST(QuantProperty, MonotoneWithinEveryBlock)
     // granularity then holds an ascending run.
     const at::Tensor x = std::get<0>(at::sort(propertyWeight(seed + 1), 1));
     for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (isBlockFormat(t))
+            continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
         for (const Granularity& g : {Granularity::perTensor(), Granularity::perChannel(0),
                                      Granularity::perGroup(1, 64), Granularity::perToken()}) {
             for (bool symmetric : {true, false}) {
@@ -807,6 +814,8 @@ TEST(QuantProperty, MonotoneWithinEveryBlock)
 TEST(QuantProperty, ZeroRangeGivesAValidScale)
 {
     for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (isBlockFormat(t))
+            continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
         for (bool symmetric : {true, false}) {
             SCOPED_TRACE(std::string(t.name) + (symmetric ? " symmetric" : " asymmetric"));
             const at::Tensor zeros = at::zeros({4, 64});
@@ -845,6 +854,8 @@ TEST(QuantProperty, NonFiniteInputs)
 {
     const at::Tensor x = at::tensor(std::vector<float>{kNaN, kInf, -kInf, 0.5f, -0.5f});
     for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (isBlockFormat(t))
+            continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
         for (bool symmetric : {true, false}) {
             SCOPED_TRACE(std::string(t.name) + (symmetric ? " symmetric" : " asymmetric"));
             const QParams qp = chooseQParams(at::scalar_tensor(-1.0f), at::scalar_tensor(1.0f),
@@ -882,6 +893,8 @@ TEST(QuantProperty, StraightThroughGradient)
 {
     const at::Tensor base = at::linspace(-3.0, 3.0, 600).reshape({3, 200});
     for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (isBlockFormat(t))
+            continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
         for (const Granularity& g : {Granularity::perTensor(), Granularity::perGroup(1, 64)}) {
             SCOPED_TRACE(std::string(t.name) + " " + g.describe());
             // The clip range comes from [-1, 1]; |x| up to 3 reaches past it.
