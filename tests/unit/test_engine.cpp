@@ -270,3 +270,31 @@ TEST(Engine, RePrepareAfterAnOverrideReusesUnchangedLayersAndMatchesAFreshRun)
     ASSERT_TRUE(fewer.ok());
     EXPECT_TRUE(fewer->reusedLayers.empty());
 }
+
+TEST(Engine, BlockFormatsRefuseNonFiniteWeightsNamingTheLayer)
+{
+    // An MX or NVFP4 block holding NaN / Inf would get a NaN scale (torchao: a NaN block, or,
+    // NVFP4, a NaN tensor scale for every block): refused before quantizing, layer named.
+    for (const char* spec : {"mxfp4-w", "nvfp4", "mxint8", "mxfp8-e5m2-w:scale=rceil"}) {
+        for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+            at::Generator gen = at::detail::createCPUGenerator(3);
+            ir::GraphBuilder g("net");
+            auto x = g.input("x", {-1, 64});
+            at::Tensor w = at::randn({16, 64}, gen);
+            w[5][40] = bad;
+            x = g.linear("fc1", x, w, at::zeros({16}));
+            g.output(x);
+            const ir::Graph graph = g.build().value();
+            auto scheme = quant::parseScheme(spec);
+            ASSERT_TRUE(scheme.ok()) << spec;
+            auto model = quant::prepare(graph, *scheme, at::rand({8, 64}, gen));
+            ASSERT_FALSE(model.ok()) << spec;
+            EXPECT_EQ(model.error().code, ErrorCode::BadInput);
+            EXPECT_EQ(model.error().message,
+                      std::string("weight of layer 'fc1' holds ") +
+                          (std::isnan(bad) ? "NaN" : "Inf") + " (element 360 of 1024)")
+                << spec;
+        }
+    }
+}
