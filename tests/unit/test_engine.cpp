@@ -15,18 +15,29 @@ namespace {
 
 ir::Graph convNet(std::uint64_t seed)
 {
+    // Each tensor is drawn in a statement of its own: the order in which a compiler evaluates
+    // function arguments is unspecified (g++ goes right to left, clang++ left to right), and
+    // drawn inside one call the net would differ between the two builds (CI's ASan pass is
+    // clang's). The order below is the one g++ gave the one-call form.
     at::Generator gen = at::detail::createCPUGenerator(seed);
+    const at::Tensor convW = at::randn({8, 1, 3, 3}, gen) * 0.5;
+    const at::Tensor bnVar = at::rand({8}, gen) + 0.5;
+    const at::Tensor bnMean = at::randn({8}, gen) * 0.1;
+    const at::Tensor bnBias = at::randn({8}, gen) * 0.1;
+    const at::Tensor bnScale = at::rand({8}, gen) + 0.5;
+    const at::Tensor fc1B = at::randn({32}, gen) * 0.1;
+    const at::Tensor fc1W = at::randn({32, 128}, gen) * 0.1;
+    const at::Tensor fc2W = at::randn({4, 32}, gen) * 0.2;
     ir::GraphBuilder g("net");
     auto x = g.input("x", {-1, 1, 8, 8});
-    x = g.conv2d("conv", x, at::randn({8, 1, 3, 3}, gen) * 0.5, std::nullopt, {1, 1, 1, 1});
-    x = g.batchNorm("bn", x, at::rand({8}, gen) + 0.5, at::randn({8}, gen) * 0.1,
-                    at::randn({8}, gen) * 0.1, at::rand({8}, gen) + 0.5);
+    x = g.conv2d("conv", x, convW, std::nullopt, {1, 1, 1, 1});
+    x = g.batchNorm("bn", x, bnScale, bnBias, bnMean, bnVar);
     x = g.unary("relu", ir::OpKind::Relu, x);
     x = g.maxPool("pool", x, 2, 2);
     x = g.flatten("flat", x);
-    x = g.linear("fc1", x, at::randn({32, 128}, gen) * 0.1, at::randn({32}, gen) * 0.1);
+    x = g.linear("fc1", x, fc1W, fc1B);
     x = g.unary("fc1.relu", ir::OpKind::Relu, x);
-    x = g.linear("fc2", x, at::randn({4, 32}, gen) * 0.2, at::zeros({4}));
+    x = g.linear("fc2", x, fc2W, at::zeros({4}));
     g.output(x);
     return g.build().value();
 }
