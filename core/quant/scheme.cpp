@@ -30,17 +30,17 @@ LayerConfig weightOnly(QuantType type, std::int64_t group)
 /// The block-format presets: name -> (type, weight-only). "mxfp4", "mxfp4-w", ...
 std::optional<std::pair<QuantType, bool>> blockFormatPreset(const std::string& preset)
 {
-    static const std::pair<const char*, QuantType> kNames[] = {
-        {"mxfp4", QuantType::MXFP4},         {"mxfp6-e2m3", QuantType::MXFP6E2M3},
-        {"mxfp6-e3m2", QuantType::MXFP6E3M2}, {"mxfp8-e4m3", QuantType::MXFP8E4M3},
-        {"mxfp8-e5m2", QuantType::MXFP8E5M2}, {"mxint8", QuantType::MXINT8},
-        {"nvfp4", QuantType::NVFP4},
-    };
-    for (const auto& [name, type] : kNames) {
+    // The preset of a block format is its type name with '-' for '_' ("mxfp6_e2m3" ->
+    // "mxfp6-e2m3"), and "-w" after it for weight-only.
+    for (const QuantTypeTraits& t : allQuantTypes()) {
+        if (!isBlockFormat(t))
+            continue;
+        std::string name(t.name);
+        std::replace(name.begin(), name.end(), '_', '-');
         if (preset == name)
-            return std::pair{type, false};
-        if (preset == std::string(name) + "-w")
-            return std::pair{type, true};
+            return std::pair{t.type, false};
+        if (preset == name + "-w")
+            return std::pair{t.type, true};
     }
     return std::nullopt;
 }
@@ -332,11 +332,13 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             s.foldBatchNorm = *b;
     } else if (key == "weight" || key == "act") {
         const auto t = quantTypeFromName(value);
-        if (!t)
-            return Error::usage("option " + key + " takes a type name (int8, uint8, int4, "
-                                "uint4, int2, nf4, fp4_e2m1, fp8_e4m3, fp8_e5m2, fp16, bf16, "
-                                "mxfp4, mxfp6_e2m3, mxfp6_e3m2, mxfp8_e4m3, mxfp8_e5m2, mxint8, "
-                                "nvfp4), not '" + value + "'");
+        if (!t) {
+            std::string names;
+            for (const QuantTypeTraits& tt : allQuantTypes())
+                names += (names.empty() ? "" : ", ") + std::string(tt.name);
+            return Error::usage("option " + key + " takes a type name (" + names + "), not '" +
+                                value + "'");
+        }
         if (key == "weight")
             c.weightType = *t;
         else

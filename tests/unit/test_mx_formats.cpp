@@ -7,6 +7,7 @@
 
 #include "io/dataset.h"
 #include "python_oracle.h"
+#include "quant_property_data.h"
 #include "quant/quant_type.h"
 #include "temp_dir.h"
 
@@ -224,45 +225,6 @@ std::vector<QuantType> blockFormats()
     return types;
 }
 
-/// [8, 256] rows of very different magnitude (1e-3 to 30), exact zeros of both signs and a
-/// constant run: each row spans several blocks of 16 or 32.
-at::Tensor spreadWeight(std::uint64_t seed)
-{
-    const at::Generator gen = at::detail::createCPUGenerator(seed);
-    at::Tensor w = at::randn({8, 256}, gen) *
-                   at::tensor(std::vector<float>{1.0f, 0.01f, 30.0f, 1.0f, 0.5f, 2.0f, 1e-3f, 7.0f})
-                       .reshape({8, 1});
-    w.index_put_({at::indexing::Slice(), 0}, 0.0f);
-    w.index_put_({2, 5}, -0.0f);
-    w.index_put_({3, at::indexing::Slice(64, 128)}, 0.25f);
-    return w;
-}
-
-/// Mantissa bits and smallest subnormal of a block format's float elements.
-struct ElementFormat {
-    int mantissaBits;
-    double minSubnormal;
-};
-
-ElementFormat elementFormat(QuantType type)
-{
-    switch (type) {
-    case QuantType::MXFP4:
-    case QuantType::NVFP4:
-        return {1, 0.5};
-    case QuantType::MXFP6E2M3:
-        return {3, 0.125};
-    case QuantType::MXFP6E3M2:
-        return {2, 0.0625};
-    case QuantType::MXFP8E4M3:
-        return {3, std::ldexp(1.0, -9)};
-    case QuantType::MXFP8E5M2:
-        return {2, std::ldexp(1.0, -16)};
-    default:
-        throw std::logic_error("no element format for " + std::string(traits(type).name));
-    }
-}
-
 /// The per-block scale repeated over its block's elements.
 at::Tensor perElement(const at::Tensor& blockValues, std::int64_t blockSize, std::int64_t cols)
 {
@@ -277,8 +239,8 @@ at::Tensor perElement(const at::Tensor& blockValues, std::int64_t blockSize, std
 TEST(MxFormats, PropertiesOfEveryBlockFormat)
 {
     ASSERT_EQ(blockFormats().size(), 7u);
-    const at::Tensor x = spreadWeight(20261203);
-    const at::Tensor sorted = std::get<0>(at::sort(spreadWeight(7), 1));
+    const at::Tensor x = test::propertyWeight(20261203);
+    const at::Tensor sorted = std::get<0>(at::sort(test::propertyWeight(7), 1));
     for (QuantType type : blockFormats()) {
         const QuantTypeTraits& t = traits(type);
         for (MxScaleMode mode : {MxScaleMode::Floor, MxScaleMode::Rceil}) {
@@ -311,7 +273,7 @@ TEST(MxFormats, PropertiesOfEveryBlockFormat)
             if (t.family == TypeFamily::Integer) {
                 bound = s * 0.5 + ulps;
             } else {
-                const ElementFormat f = elementFormat(type);
+                const test::FloatFormat f = test::floatFormat(type);
                 bound = at::maximum(x.abs() * std::ldexp(1.0, -(f.mantissaBits + 1)),
                                     s * (f.minSubnormal / 2.0)) +
                         ulps;

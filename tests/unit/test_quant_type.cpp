@@ -4,6 +4,7 @@
 #include "quant/quant_type.h"
 
 #include "io/dataset.h"
+#include "quant_property_data.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Float8_e4m3fn.h>
@@ -608,28 +609,6 @@ TEST(QuantCodeTable, Fp4TiesGoToTheEvenMantissa)
 // ---------------------------------------------------------------------------------------------
 // Properties, for every type in the table
 
-/// Mantissa bits and smallest subnormal of the float formats (a new one must be added here).
-struct FloatFormat {
-    int mantissaBits;
-    float minSubnormal;
-};
-
-FloatFormat floatFormat(QuantType type)
-{
-    switch (type) {
-    case QuantType::FP8E4M3:
-        return {3, std::ldexp(1.0f, -9)};
-    case QuantType::FP8E5M2:
-        return {2, std::ldexp(1.0f, -16)};
-    case QuantType::FP16:
-        return {10, std::ldexp(1.0f, -24)};
-    case QuantType::BF16:
-        return {7, std::ldexp(1.0f, -133)};
-    default:
-        throw std::logic_error("no float format for " + std::string(traits(type).name));
-    }
-}
-
 /// The largest gap between neighbouring values of a code table, in unscaled units.
 float largestCodeGap(const QuantTypeTraits& t)
 {
@@ -698,25 +677,11 @@ std::vector<std::int64_t> expectedScaleShape(const Granularity& g)
     return {};
 }
 
-/// An [8, 256] weight with rows of very different magnitude, exact zeros of both signs, and
-/// (for the code tables) values at exact code multiples.
-at::Tensor propertyWeight(std::uint64_t seed)
-{
-    const at::Generator gen = at::detail::createCPUGenerator(seed);
-    at::Tensor w = at::randn({8, 256}, gen) *
-                   at::tensor(std::vector<float>{1.0f, 0.01f, 30.0f, 1.0f, 0.5f, 2.0f, 1e-3f, 7.0f})
-                       .reshape({8, 1});
-    w.index_put_({at::indexing::Slice(), 0}, 0.0f);
-    w.index_put_({2, 5}, -0.0f);
-    w.index_put_({3, at::indexing::Slice(64, 128)}, 0.25f);  // a constant group
-    return w;
-}
-
 TEST(QuantProperty, EveryTypeAndGranularity)
 {
     const std::uint64_t seed = testSeed();
     SCOPED_TRACE("seed " + std::to_string(seed));
-    const at::Tensor x = propertyWeight(seed);
+    const at::Tensor x = test::propertyWeight(seed);
     for (const QuantTypeTraits& t : allQuantTypes()) {
         if (isBlockFormat(t))
             continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
@@ -772,7 +737,7 @@ TEST(QuantProperty, EveryTypeAndGranularity)
                     EXPECT_TRUE(at::all(at::le(err, bound)).item<bool>())
                         << "largest error " << (err / s).max().item<float>() << " x scale";
                 } else {
-                    const FloatFormat f = floatFormat(t.type);
+                    const test::FloatFormat f = test::floatFormat(t.type);
                     const at::Tensor bound =
                         at::maximum(x.abs() * std::ldexp(1.0, -(f.mantissaBits + 1)),
                                     s * (f.minSubnormal / 2.0)) +
@@ -790,7 +755,7 @@ TEST(QuantProperty, MonotoneWithinEveryBlock)
     SCOPED_TRACE("seed " + std::to_string(seed));
     // Rows sorted ascending: every block of a per-channel(0), per-token or per-group(1, 64)
     // granularity then holds an ascending run.
-    const at::Tensor x = std::get<0>(at::sort(propertyWeight(seed + 1), 1));
+    const at::Tensor x = std::get<0>(at::sort(test::propertyWeight(seed + 1), 1));
     for (const QuantTypeTraits& t : allQuantTypes()) {
         if (isBlockFormat(t))
             continue;  // one granularity of their own: MxFormats.PropertiesOfEveryBlockFormat
