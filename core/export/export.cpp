@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <limits>
 
 namespace bitlens::exporting {
@@ -62,12 +63,26 @@ std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
                " weights (ONNX or GGUF cannot hold them either; keep them in BitLens' report)";
     default: break;
     }
-    if (quant::isBlockFormat(quant::traits(c.weightType)) ||
-        (c.actMode != quant::ActMode::Float && quant::isBlockFormat(quant::traits(c.actType))))
-        return std::string("BitLens does not write compressed-tensors' MX / NVFP4 layouts "
-                           "(nvfp4-pack-quantized, mxfp4) yet, nor can ONNX or GGUF hold ") +
-               std::string(quant::traits(c.weightType).name) +
-               "; keep the run in BitLens' report";
+    if (quant::isBlockFormat(quant::traits(c.weightType))) {
+        // compressed-tensors' nvfp4-pack-quantized, mxfp4-pack-quantized and mxfp8-quantized,
+        // weight-only (NVFP4A16, MXFP4A16, MXFP8A16).
+        const quant::QuantType w = c.weightType;
+        if (w != quant::QuantType::NVFP4 && w != quant::QuantType::MXFP4 &&
+            w != quant::QuantType::MXFP8E4M3)
+            return std::string("compressed-tensors' block layouts hold nvfp4, mxfp4 and "
+                               "mxfp8_e4m3 weights, not ") +
+                   std::string(quant::traits(w).name);
+        if (c.actMode != quant::ActMode::Float)
+            return std::string("compressed-tensors computes activation block scales by its "
+                               "own rule (MX: amax rounded to a power of two; NVFP4: a "
+                               "calibrated global scale), not the one BitLens measured: export "
+                               "the weight-only preset (") +
+                   std::string(quant::traits(w).name) + " weights, -w)";
+    } else if (c.actMode != quant::ActMode::Float &&
+               quant::isBlockFormat(quant::traits(c.actType))) {
+        return std::string("compressed-tensors has no layout for ") +
+               std::string(quant::traits(c.actType).name) + " activations";
+    }
     if (c.smoothAlpha > 0.0)
         return std::string("SmoothQuant's per-channel input divisor has no place in "
                            "compressed-tensors (export it to ONNX instead)");
@@ -313,6 +328,12 @@ Result<void> checkOutputs(const std::string& path, const std::vector<at::Tensor>
 
 namespace {
 
+/// |a - b| <= 2^-22 |b| everywhere: a and b agree to two float32 roundings.
+bool equalToTwoRoundings(const at::Tensor& a, const at::Tensor& b)
+{
+    return at::le((a - b).abs(), b.abs() * 0x1p-22).all().item<bool>();
+}
+
 /// Safetensors (compressed-tensors) verification: the file holds weights and activation scales,
 /// not a graph. Every tensor is read back with BitLens' readers: dequantized weights must equal
 /// the in-app ones bit for bit, the other tensors the model's own, the stored input scales the
@@ -336,6 +357,7 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
         quant::QuantizedModel fromFile = model;
         std::int64_t otherMismatches = 0;
         std::int64_t scaleMismatches = 0;
+        bool reciprocalScales = false;
         for (const auto& node : model.graph.nodes) {
             auto it = fromFile.layers.find(node.name);
             if (it == fromFile.layers.end() || it->second.config.keepFloat ||
@@ -344,8 +366,15 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
             quant::LayerQuant& lq = it->second;
             ++result.weightsChecked;
             auto w = tensors->find(node.inputs[1]);
-            const bool same = w != tensors->end() && w->second.sizes() == lq.weightFq.sizes() &&
-                              at::equal(w->second.to(at::kFloat), lq.weightFq.to(at::kCPU));
+            // NVFP4: the file holds weight_global_scale, the reciprocal of the per-tensor scale
+            // (compressed-tensors divides by it), so element * (block / global) may differ from
+            // BitLens's (and torchao's) element * (tensor * block) in the last place.
+            const bool reciprocal = lq.weight.type == quant::QuantType::NVFP4;
+            reciprocalScales = reciprocalScales || reciprocal;
+            const bool same =
+                w != tensors->end() && w->second.sizes() == lq.weightFq.sizes() &&
+                (reciprocal ? equalToTwoRoundings(w->second.to(at::kFloat), lq.weightFq.to(at::kCPU))
+                            : at::equal(w->second.to(at::kFloat), lq.weightFq.to(at::kCPU)));
             if (!same) {
                 ++result.weightsMismatched;
                 continue;
@@ -367,7 +396,19 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
                 lq.act->scale = scale->second.to(at::kFloat).reshape(lq.act->scale.sizes());
             }
         }
+        // Graph tensors an export from a Hugging Face folder leaves out on purpose (executor
+        // constants, tensors the source checkpoint lacks) are the model's own.
+        std::set<std::string> omitted;
+        if (auto m = raw->metadata.find("bitlens.omitted"); m != raw->metadata.end()) {
+            const auto names = nlohmann::json::parse(m->second, nullptr, false);
+            if (names.is_array())
+                for (const auto& n : names)
+                    if (n.is_string())
+                        omitted.insert(n.get<std::string>());
+        }
         for (auto& [name, t] : fromFile.graph.initializers) {
+            if (omitted.count(name) && !tensors->count(name))
+                continue;
             auto it = tensors->find(name);
             bool quantizedWeight = false;
             for (const auto& node : model.graph.nodes)
@@ -393,14 +434,19 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
             !r)
             return r.error();
         const std::int64_t n = result.samples;
-        result.sameRoundingTolerance =
-            options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
+        result.sameRoundingTolerance = options.device.is_cpu() && !reciprocalScales
+                                           ? 0.0
+                                           : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
                     scaleMismatches == 0 && result.maxAbsDiff <= result.sameRoundingTolerance;
         result.message =
             "safetensors file vs in-app model on " + std::to_string(n) + " samples: " +
             std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
-            std::to_string(result.weightsChecked) + " quantized weights identical, " +
+            std::to_string(result.weightsChecked) + " quantized weights identical" +
+            (reciprocalScales ? std::string(" (nvfp4: to two float32 roundings, as the file "
+                                            "stores 1 / tensor scale)")
+                              : std::string()) +
+            ", " +
             std::to_string(otherMismatches) + " other tensors differ, " +
             std::to_string(scaleMismatches) + " activation scales differ; max |diff| " +
             fmt(result.maxAbsDiff) + " running the model from the file (" +

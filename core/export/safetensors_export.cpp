@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 namespace bitlens::exporting {
@@ -22,6 +23,9 @@ using quant::QuantType;
 namespace {
 
 const std::string kLayoutsKey = "bitlens.layouts";
+/// Graph tensors an export from a Hugging Face folder leaves out (executor constants, tensors
+/// the source checkpoint does not have), as a JSON array of names.
+const std::string kOmittedKey = "bitlens.omitted";
 const std::string kConfigKey = "quantization_config";
 
 /// The module name of a layer: its weight's name without ".weight", else the layer's name.
@@ -95,6 +99,88 @@ struct LayerOut {
     json inputActivations;
 };
 
+/// The compressed-tensors format of a block-format weight type (empty: no layout for it).
+std::string blockFormatName(QuantType type)
+{
+    switch (type) {
+    case QuantType::NVFP4: return "nvfp4-pack-quantized";
+    case QuantType::MXFP4: return "mxfp4-pack-quantized";
+    case QuantType::MXFP8E4M3: return "mxfp8-quantized";
+    default: return {};
+    }
+}
+
+/// Two E2M1 codes per byte along each row, the even column in the low nibble (compressed-
+/// tensors' pack_fp4_to_uint8).
+at::Tensor packFp4(const at::Tensor& codes)
+{
+    const at::Tensor c = codes.to(at::kByte).contiguous();
+    const at::Tensor lo = c.slice(1, 0, c.size(1), 2);
+    const at::Tensor hi = c.slice(1, 1, c.size(1), 2);
+    return at::bitwise_or(lo, at::bitwise_left_shift(hi, 4)).contiguous();
+}
+
+/// Inverse of packFp4: [rows, 2 * bytes] E2M1 codes.
+at::Tensor unpackFp4(const at::Tensor& packed)
+{
+    const at::Tensor p = packed.to(at::kByte);
+    const at::Tensor lo = at::bitwise_and(p, 0x0F);
+    const at::Tensor hi = at::bitwise_right_shift(p, 4);
+    return at::stack({lo, hi}, -1).reshape({p.size(0), 2 * p.size(1)});
+}
+
+/// A layer in an MX or NVFP4 format, as llm-compressor writes NVFP4A16 / MXFP4A16 / MXFP8A16:
+/// the element codes (E2M1 packed two per byte, or float8 E4M3), the block scales (E4M3, or E8M0
+/// as uint8 exponents), and for NVFP4 weight_global_scale, the reciprocal of BitLens's per-tensor
+/// scale (dequantized weight = element * weight_scale / weight_global_scale). Weight-only: the
+/// activations' block scales are computed by the loader's own rule (compressed-tensors rounds
+/// MX amax to a power of two, and NVFP4 takes a calibrated global activation scale), not the
+/// one BitLens measured.
+Result<LayerOut> exportBlockFormatLayer(const quant::LayerQuant& lq,
+                                        const std::string& module, const at::Tensor& view,
+                                        std::map<std::string, at::Tensor>& out)
+{
+    const auto& w = lq.weight;
+    const auto& traits = quant::traits(w.type);
+    const std::string where = "layer '" + lq.layer + "'";
+    const std::string format = blockFormatName(w.type);
+    if (format.empty())
+        return Error::unsupported({}, where + " has " + std::string(traits.name) +
+                                          " weights: compressed-tensors' block layouts hold "
+                                          "nvfp4, mxfp4 and mxfp8_e4m3");
+    if (lq.config.actMode != quant::ActMode::Float)
+        return Error::unsupported(
+            {}, where + " quantizes its inputs to " + std::string(quant::traits(lq.config.actType).name) +
+                    ": compressed-tensors computes activation block scales by its own rule, not "
+                    "the one BitLens measured; export the weight-only scheme (" +
+                    std::string(traits.name) + " weights, the -w preset)");
+    if (view.size(1) % traits.blockSize != 0)
+        return Error::unsupported({}, where + " has " + std::to_string(view.size(1)) +
+                                          " inputs, not a multiple of the " +
+                                          std::to_string(traits.blockSize) + "-element block");
+    const at::Tensor codes = quant::quantize(view, w);
+    LayerOut lo;
+    lo.format = format;
+    const bool nv = w.type == QuantType::NVFP4;
+    if (w.type == QuantType::MXFP8E4M3)
+        out[module + ".weight"] = codes.contiguous();
+    else
+        out[module + ".weight_packed"] = packFp4(codes);
+    out[module + ".weight_scale"] = w.blockScale.contiguous();  // E4M3 or uint8, [out, blocks]
+    if (nv)
+        out[module + ".weight_global_scale"] =
+            at::full({1}, 1.0f / w.tensorScale, at::TensorOptions().dtype(at::kFloat));
+    const std::string scaleDtype = nv ? "torch.float8_e4m3fn" : "torch.uint8";
+    lo.weights = {{"num_bits", traits.bits},
+                  {"type", "float"},
+                  {"symmetric", true},
+                  {"group_size", traits.blockSize},
+                  {"strategy", nv ? "tensor_group" : "group"},
+                  {"dynamic", false},
+                  {"scale_dtype", scaleDtype}};
+    return lo;
+}
+
 Result<LayerOut> exportLayer(const ir::Node& node,
                              const quant::LayerQuant& lq, const std::string& module,
                              std::map<std::string, at::Tensor>& out, std::string& note)
@@ -106,12 +192,16 @@ Result<LayerOut> exportLayer(const ir::Node& node,
         return Error::unsupported({}, where + " uses SmoothQuant: its per-channel input divisor "
                                           "has no place in the compressed-tensors layout");
     LayerOut lo;
+    if (!quant::codeSource(lq).defined())
+        return Error::runtime(where + " holds no weight to export");
     const at::Tensor view =
         quant::weightView(node, quant::codeSource(lq)).to(at::kFloat).contiguous();
     if (w.type == QuantType::FP16 || w.type == QuantType::BF16) {
         out[module + ".weight"] = view.to(w.type == QuantType::FP16 ? at::kHalf : at::kBFloat16);
         return lo;
     }
+    if (quant::isBlockFormat(traits))
+        return exportBlockFormatLayer(lq, module, view, out);
     if (w.type == QuantType::NF4 || w.type == QuantType::FP4E2M1 || w.type == QuantType::FP8E5M2)
         return Error::unsupported({}, where + " has " + std::string(traits.name) +
                                           " weights, which compressed-tensors has no layout for");
@@ -256,9 +346,27 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         std::set<std::string> formats;
         for (const ir::Node& node : model.graph.nodes) {
             auto it = model.layers.find(node.name);
-            if (it == model.layers.end()) {
-                if (quant::isQuantizable(model.graph, node))
-                    ignored.push_back(moduleName(node));
+            // A layer kept in float32 (an override, or a language model's head under the LLM
+            // presets) is listed in "ignore", its weight written as it is; a MatMul's, stored
+            // [in, out] in the graph, as the [out, in] of a Linear (recorded in the layouts, so
+            // BitLens reads it back in the graph's form).
+            if (it == model.layers.end() || it->second.config.keepFloat) {
+                if (!quant::isQuantizable(model.graph, node))
+                    continue;
+                const std::string module = moduleName(node);
+                ignored.push_back(module);
+                const at::Tensor* w =
+                    node.inputs.size() > 1 ? model.graph.initializer(node.inputs[1]) : nullptr;
+                const bool transposed =
+                    node.op == ir::OpKind::MatMul ||
+                    (node.op == ir::OpKind::Gemm && node.attrs.getInt("transB", 0) == 0);
+                if (w && w->dim() == 2 && transposed && !layouts.contains(module)) {
+                    tensors[module + ".weight"] = w->detach().to(at::kCPU, at::kFloat).t().contiguous();
+                    layouts[module] = {{"weight", node.inputs[1]},
+                                       {"layout", "transpose"},
+                                       {"shape", w->sizes().vec()}};
+                    consumed.insert(node.inputs[1]);
+                }
                 continue;
             }
             const quant::LayerQuant& lq = it->second;
@@ -311,12 +419,24 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         // executor's own constants ("const.*") stay out, and source tensors the graph does not
         // use (a BERT pooler, position ids) are carried over as they are, so from_pretrained
         // finds every parameter it expects.
+        // Tensors of the graph that are not the source's (rotary tables, a tied head's copy)
+        // stay out too: transformers would report them as unexpected. They are listed in
+        // bitlens.omitted, so --verify takes them from the model.
         const fs::path hfSource = hfSourceFolder(sourceModelPath);
+        std::optional<io::SafetensorsFile> original;
+        if (!hfSource.empty()) {
+            if (auto read = io::readSafetensors(hfSource.string()))
+                original = std::move(*read);
+        }
+        json omitted = json::array();
         for (const auto& [name, value] : model.graph.initializers) {
             if (consumed.count(name))
                 continue;
-            if (!hfSource.empty() && name.rfind("const.", 0) == 0)
+            if (!hfSource.empty() &&
+                (name.rfind("const.", 0) == 0 || (original && !original->tensors.count(name)))) {
+                omitted.push_back(name);
                 continue;
+            }
             if (tensors.count(name))
                 return Error::unsupported(path, "initializer '" + name +
                                                     "' collides with a quantized tensor name");
@@ -324,14 +444,11 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
             tensors[name] = at::isFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t;
         }
 
-        if (!hfSource.empty()) {
-            auto original = io::readSafetensors(hfSource.string());
-            if (original) {
-                for (const auto& [name, value] : original->tensors)
-                    if (!tensors.count(name) && !consumed.count(name) &&
-                        !model.graph.initializer(name))
-                        tensors[name] = value;
-            }
+        if (original) {
+            for (const auto& [name, value] : original->tensors)
+                if (!tensors.count(name) && !consumed.count(name) &&
+                    !model.graph.initializer(name))
+                    tensors[name] = value;
         }
 
         json configGroups = json::object();
@@ -353,7 +470,10 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                              {"producer", "bitlens " BITLENS_VERSION}};
         summary.quantizationConfig = config.dump();
         std::map<std::string, std::string> metadata = {
-            {"format", "pt"}, {kConfigKey, summary.quantizationConfig}, {kLayoutsKey, layouts.dump()}};
+            {"format", "pt"},
+            {kConfigKey, summary.quantizationConfig},
+            {kLayoutsKey, layouts.dump()},
+            {kOmittedKey, omitted.dump()}};
         summary.tensors = static_cast<std::int64_t>(tensors.size());
         auto written = io::writeSafetensors(tensors, metadata, path);
         if (!written)
@@ -454,6 +574,59 @@ const json* groupFor(const json& config, const std::string& module)
     return groups->size() == 1 ? &groups->begin().value() : nullptr;
 }
 
+/// True for the MX / NVFP4 layouts (format names of compressed-tensors' CompressionFormat).
+bool isBlockFormatLayout(const std::string& format)
+{
+    return format == "nvfp4-pack-quantized" || format == "mxfp4-pack-quantized" ||
+           format == "mxfp8-quantized";
+}
+
+/// One MX / NVFP4 module as compressed-tensors decompresses it: E2M1 (packed) or float8 E4M3
+/// elements times their block scale (uint8 E8M0 exponents 2^(e - 127), or E4M3 divided by
+/// weight_global_scale).
+Result<at::Tensor> dequantizeBlockModule(const std::string& path, const std::string& where,
+                                         const std::string& format, const json& args,
+                                         const at::Tensor& scale, const at::Tensor& packed,
+                                         const at::Tensor& dense, const at::Tensor& globalScale)
+{
+    const std::int64_t block = args.value("group_size", std::int64_t{0});
+    at::Tensor values;
+    if (format == "mxfp8-quantized") {
+        if (!dense.defined() || dense.dim() != 2 || dense.scalar_type() != at::kFloat8_e4m3fn)
+            return Error::badInput(path, where + ": mxfp8-quantized needs a float8_e4m3fn weight");
+        values = dense.to(at::kFloat);
+    } else {
+        if (!packed.defined() || packed.dim() != 2 || packed.scalar_type() != at::kByte)
+            return Error::badInput(path, where + ": " + format + " needs a uint8 weight_packed");
+        const auto& fp4 = quant::traits(QuantType::FP4E2M1).codes;  // by E2M1 bit pattern
+        const at::Tensor table =
+            at::tensor(std::vector<float>(fp4.begin(), fp4.end()), at::kFloat);
+        values = table.index({unpackFp4(packed).to(at::kLong)});
+    }
+    const std::int64_t rows = values.size(0);
+    const std::int64_t cols = values.size(1);
+    if (block <= 0 || cols % block != 0 || scale.dim() != 2 || scale.size(0) != rows ||
+        scale.size(1) != cols / block)
+        return Error::badInput(path, where + ": weight_scale " + c10::str(scale.sizes()) +
+                                         " does not give one scale per " +
+                                         std::to_string(block) + " of " + std::to_string(cols) +
+                                         " columns");
+    at::Tensor s;
+    if (format == "nvfp4-pack-quantized") {
+        if (scale.scalar_type() != at::kFloat8_e4m3fn || !globalScale.defined() ||
+            globalScale.numel() != 1)
+            return Error::badInput(path, where + ": nvfp4-pack-quantized needs float8_e4m3fn "
+                                                 "weight_scale and one weight_global_scale");
+        s = scale.to(at::kFloat) / globalScale.to(at::kFloat).reshape({});
+    } else {
+        if (scale.scalar_type() != at::kByte)
+            return Error::badInput(path, where + ": " + format +
+                                             " needs uint8 (E8M0) weight_scale exponents");
+        s = quant::e8m0Value(scale);
+    }
+    return values * s.repeat_interleave(block, 1);
+}
+
 } // namespace
 
 Result<std::map<std::string, at::Tensor>> readCompressedTensors(const std::string& path)
@@ -491,51 +664,66 @@ Result<std::map<std::string, at::Tensor>> readCompressedTensors(const std::strin
             if (!group || !group->contains("weights") || !(*group)["weights"].is_object())
                 return Error::badInput(path, where + " has a weight_scale but no config group");
             const json& args = (*group)["weights"];
-            const int bits = args.value("num_bits", 8);
-            const at::Tensor scale = tensor;
-            at::Tensor zp = get(module + ".weight_zero_point");
-            at::Tensor q;
-            if (at::Tensor packed = get(module + ".weight_packed"); packed.defined()) {
-                const at::Tensor shape = get(module + ".weight_shape");
-                if (bits < 1 || bits > 8 || 32 % bits != 0)
-                    return Error::badInput(path, where + ": num_bits " + std::to_string(bits) +
-                                                     " cannot be packed into int32");
-                if (!shape.defined() || shape.numel() != 2 || packed.dim() != 2 ||
-                    packed.scalar_type() != at::kInt)
-                    return Error::badInput(path, where + ": weight_packed needs int32 [rows, words] "
-                                                         "and a weight_shape of two values");
-                const auto rows = shape[0].item<std::int64_t>();
-                const auto cols = shape[1].item<std::int64_t>();
-                const std::int64_t perWord = 32 / bits;
-                if (rows != packed.size(0) || cols < 0 || (cols + perWord - 1) / perWord != packed.size(1))
-                    return Error::badInput(path, where + ": weight_shape does not match weight_packed");
-                q = unpackInt32(packed, bits, 1, cols);
-                if (zp.defined() && zp.scalar_type() == at::kInt)
-                    zp = unpackInt32(zp, bits, 0, rows);
-                consumed.insert({module + ".weight_packed", module + ".weight_shape"});
+            at::Tensor w;
+            const std::string groupFormat =
+                group->value("format", config->value("format", std::string()));
+            if (isBlockFormatLayout(groupFormat)) {
+                auto decoded = dequantizeBlockModule(path, where, groupFormat, args, tensor,
+                                                     get(module + ".weight_packed"),
+                                                     get(module + ".weight"),
+                                                     get(module + ".weight_global_scale"));
+                if (!decoded)
+                    return decoded.error();
+                w = *decoded;
+                consumed.insert({module + ".weight_packed", module + ".weight",
+                                 module + ".weight_global_scale"});
             } else {
-                q = get(module + ".weight");
-                if (!q.defined())
-                    return Error::badInput(path, where + " has a weight_scale but no weight");
-                if (q.dim() != 2)
-                    q = q.reshape({q.size(0), -1});
-                consumed.insert(module + ".weight");
+                const int bits = args.value("num_bits", 8);
+                const at::Tensor scale = tensor;
+                at::Tensor zp = get(module + ".weight_zero_point");
+                at::Tensor q;
+                if (at::Tensor packed = get(module + ".weight_packed"); packed.defined()) {
+                    const at::Tensor shape = get(module + ".weight_shape");
+                    if (bits < 1 || bits > 8 || 32 % bits != 0)
+                        return Error::badInput(path, where + ": num_bits " + std::to_string(bits) +
+                                                         " cannot be packed into int32");
+                    if (!shape.defined() || shape.numel() != 2 || packed.dim() != 2 ||
+                        packed.scalar_type() != at::kInt)
+                        return Error::badInput(path, where + ": weight_packed needs int32 [rows, words] "
+                                                             "and a weight_shape of two values");
+                    const auto rows = shape[0].item<std::int64_t>();
+                    const auto cols = shape[1].item<std::int64_t>();
+                    const std::int64_t perWord = 32 / bits;
+                    if (rows != packed.size(0) || cols < 0 || (cols + perWord - 1) / perWord != packed.size(1))
+                        return Error::badInput(path, where + ": weight_shape does not match weight_packed");
+                    q = unpackInt32(packed, bits, 1, cols);
+                    if (zp.defined() && zp.scalar_type() == at::kInt)
+                        zp = unpackInt32(zp, bits, 0, rows);
+                    consumed.insert({module + ".weight_packed", module + ".weight_shape"});
+                } else {
+                    q = get(module + ".weight");
+                    if (!q.defined())
+                        return Error::badInput(path, where + " has a weight_scale but no weight");
+                    if (q.dim() != 2)
+                        q = q.reshape({q.size(0), -1});
+                    consumed.insert(module + ".weight");
+                }
+                if (zp.defined() && zp.dim() == 2 && zp.size(0) != q.size(0))
+                    return Error::badInput(path, where + ": weight_zero_point rows do not match the weight");
+                const std::int64_t groups = scale.dim() == 2 ? scale.size(1) : 1;
+                if ((scale.dim() == 2 && scale.size(0) != q.size(0)) || groups > std::max<std::int64_t>(q.size(1), 1))
+                    return Error::badInput(path, where + ": weight_scale shape does not fit the weight");
+                const std::int64_t groupSize =
+                    args.contains("group_size") && args["group_size"].is_number_integer()
+                        ? args["group_size"].get<std::int64_t>()
+                        : 0;
+                if (groups > 1 && (groupSize <= 0 ? false : (q.size(1) + groupSize - 1) / groupSize != groups))
+                    return Error::badInput(path, where + ": " + std::to_string(groups) +
+                                                     " scale groups do not cover " +
+                                                     std::to_string(q.size(1)) + " columns in groups of " +
+                                                     std::to_string(groupSize));
+                w = dequantizeModule(q, scale, zp, groupSize);
             }
-            if (zp.defined() && zp.dim() == 2 && zp.size(0) != q.size(0))
-                return Error::badInput(path, where + ": weight_zero_point rows do not match the weight");
-            const std::int64_t groups = scale.dim() == 2 ? scale.size(1) : 1;
-            if ((scale.dim() == 2 && scale.size(0) != q.size(0)) || groups > std::max<std::int64_t>(q.size(1), 1))
-                return Error::badInput(path, where + ": weight_scale shape does not fit the weight");
-            const std::int64_t groupSize =
-                args.contains("group_size") && args["group_size"].is_number_integer()
-                    ? args["group_size"].get<std::int64_t>()
-                    : 0;
-            if (groups > 1 && (groupSize <= 0 ? false : (q.size(1) + groupSize - 1) / groupSize != groups))
-                return Error::badInput(path, where + ": " + std::to_string(groups) +
-                                                 " scale groups do not cover " +
-                                                 std::to_string(q.size(1)) + " columns in groups of " +
-                                                 std::to_string(groupSize));
-            at::Tensor w = dequantizeModule(q, scale, zp, groupSize);
             consumed.insert({name, module + ".weight_zero_point", module + ".input_scale",
                              module + ".input_zero_point"});
             std::string outName = module + ".weight";

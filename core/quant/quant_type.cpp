@@ -400,6 +400,8 @@ at::Tensor insideClipRange(const at::Tensor& xb, const BlockParams& p, const Qua
     return at::le((xb / p.scale).abs(), limit);
 }
 
+} // namespace
+
 /// 2^(e - 127) for biased E8M0 exponents e (uint8 or int32), float32 exactly (e = 0 is the
 /// subnormal 2^-127, e = 255 NaN), as torchao's get_fp_scale.
 at::Tensor e8m0Value(const at::Tensor& e)
@@ -412,6 +414,8 @@ at::Tensor e8m0Value(const at::Tensor& e)
                      at::full({}, std::numeric_limits<float>::quiet_NaN(), normal.options()),
                      value);
 }
+
+namespace {
 
 /// chooseQParams for the MX and NVFP4 block formats (see the header), on the CPU in float32.
 QParams blockFormatQParams(const at::Tensor& lo, const at::Tensor& hi, const QuantTypeTraits& t,

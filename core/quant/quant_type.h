@@ -236,6 +236,9 @@ std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granula
 /// NaN: float formats keep it; integer and code-table formats have none and give the code of
 /// 0. +-Inf give the largest / smallest code (FP8: +-maxValue; FP16 / BF16: +-Inf).
 at::Tensor quantize(const at::Tensor& x, const QParams& qparams);
+/// 2^(e - 127) for biased E8M0 exponents e (uint8 or int32), float32 exactly (e = 0 is the
+/// subnormal 2^-127, e = 255 NaN), as torchao's get_fp_scale: the value of an MX block scale.
+at::Tensor e8m0Value(const at::Tensor& e);
 /// Codes back to float32 with the shape of `codes`: (q - zeroPoint) * scale (integer, one
 /// rounding, as fake_quantize), codes[q] * scale (code tables), float(q) * scale (FP8).
 at::Tensor dequantize(const at::Tensor& codes, const QParams& qparams);

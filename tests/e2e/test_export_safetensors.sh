@@ -143,6 +143,85 @@ else
   skip "minilm-l6: not built (offline? bitlens-cli zoo build minilm-l6)"
 fi
 
+# MX / NVFP4 weight-only exports of a tiny random Hugging Face llama (make_tiny_llama.py), as
+# llm-compressor's NVFP4A16 / MXFP4A16 / MXFP8A16 folders: --verify reads them back, and
+# transformers + compressed-tensors loads each folder (no missing or unexpected parameter,
+# every targeted Linear decompressed) and gives the logits BitLens's `run --scheme` gives.
+data="$(cd "$(dirname "${BASH_SOURCE[0]}")/../data" && pwd)"
+"$py" "$(dirname "${BASH_SOURCE[0]}")/make_tiny_llama.py" "$tmp/llama" "$data/text/bpe_smollm.json" \
+  --seed 3 --qk-scale 0.1
+"$py" -c "
+import json, numpy as np
+vocab = json.load(open('$tmp/llama/hf/config.json'))['vocab_size']
+np.save('$tmp/llama/ids.npy', ((np.arange(40, dtype=np.int64) * 29 + 3) % vocab).reshape(1, -1))"
+check llama-float 0 "$cli" run "$tmp/llama/hf" --input "$tmp/llama/ids.npy" --out "$tmp/llama/float"
+for scheme in nvfp4-w mxfp4-w mxfp8-e4m3-w; do
+  folder="$tmp/llama-$scheme"
+  check "llama-export-$scheme" 0 "$cli" export "$tmp/llama/hf" --scheme $scheme \
+    --format safetensors --out "$folder" --verify --eval "$tmp/llama/text.txt" --seq-len 32 \
+    --limit 4 --json
+  expect "llama-export-$scheme-json" report "$tmp/out" "
+v = d['verify']
+assert d['format'] == 'safetensors' and d['quantized_layers'] >= 14, d
+assert v['ok'] and v['weights_mismatched'] == 0 and v['samples'] == 4, v
+assert v['max_abs_diff'] <= (0 if '$scheme' != 'nvfp4-w' else 1e-5 * max(v['output_abs_max'], 1e-6)), v
+"
+  check "llama-bitlens-$scheme" 0 "$cli" run "$tmp/llama/hf" --scheme $scheme \
+    --input "$tmp/llama/ids.npy" --out "$tmp/llama/$scheme" --calib "$tmp/llama/text.txt" \
+    --seq-len 32 --limit 2
+  check "llama-transformers-$scheme" 0 "$py" - "$folder" "$tmp/llama" "$scheme" <<'PY'
+import contextlib, glob, io, logging, sys, warnings
+warnings.filterwarnings("ignore")
+import numpy as np, torch
+from transformers import AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
+folder, d, scheme = sys.argv[1:4]
+captured = io.StringIO()
+hf_logging.set_verbosity_warning()
+hf_logging.get_logger().addHandler(logging.StreamHandler(captured))
+# bfloat16, as such checkpoints are loaded: compressed-tensors 0.20 decompresses E2M1 into
+# bfloat16, and a float32 model then fails in F.linear (float vs BFloat16).
+with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16)
+text = captured.getvalue()
+assert "MISSING" not in text and "UNEXPECTED" not in text and "MISMATCH" not in text \
+    and "newly initialized" not in text, text[-2000:]
+qc = model.config.quantization_config
+assert type(qc).__name__ == "CompressedTensorsConfig", type(qc)
+targets = qc.quantization_config.config_groups["group_0"].targets
+assert len(targets) == 14 and "lm_head" not in targets, targets
+ids = torch.tensor(np.load(d + "/ids.npy"))
+with torch.no_grad():
+    t16 = model(input_ids=ids).logits[0].float().numpy()
+# The weights transformers decompressed, in the float32 source model (the rest of it float32
+# as BitLens runs it): what the file means, without bfloat16 arithmetic.
+sd = model.state_dict()
+ref = AutoModelForCausalLM.from_pretrained(d + "/hf", dtype=torch.float32)
+for name in targets:
+    ref.get_submodule(name).weight.data = sd[name + ".weight"].float()
+with torch.no_grad():
+    t32 = ref(input_ids=ids).logits[0].numpy()
+one = lambda sub: np.load(glob.glob(f"{d}/{sub}/*.npy")[0]).reshape(t32.shape)
+q, f = one(scheme), one("float")
+top = np.abs(q).max()
+rel, own = np.abs(t32 - q).max() / top, np.abs(f - q).max() / top
+rel16 = np.abs(t16 - q).max() / top
+top1 = (t16.argmax(1) == q.argmax(1)).mean()
+print(f"{scheme}: transformers' decompressed weights, float32: max |diff| / max |logit| "
+      f"{rel:.3g}; as loaded (bfloat16) {rel16:.3g}, top-1 agreement {top1:.3f}; the "
+      f"quantization's own effect (BitLens float vs {scheme}) {own:.3g}")
+# MX elements times powers of two are exact in bfloat16; NVFP4's element x E4M3 / global
+# scale is rounded to it.
+assert rel <= (1e-5 if scheme != "nvfp4-w" else 0.05 * own), (rel, own)
+assert rel16 <= 0.25 * own and top1 >= 0.9, (rel16, own, top1)
+PY
+  cat "$tmp/out"
+done
+check llama-nvfp4-activations-refused 4 "$cli" export "$tmp/llama/hf" --scheme nvfp4 \
+  --format safetensors --out "$tmp/llama-nvfp4-a" --eval "$tmp/llama/text.txt" --seq-len 32 --limit 2
+expect llama-nvfp4-activations-message grep -q "export the weight-only preset" "$tmp/err"
+expect llama-nvfp4-activations-no-file test ! -e "$tmp/llama-nvfp4-a/model.safetensors"
+
 # A write that fails after the export (the report's folder is missing) leaves no model file.
 mkdir -p "$tmp/rf2"
 check report-fails-cleans 3 "$cli" export fashion-cnn --scheme static-int8 --format safetensors \

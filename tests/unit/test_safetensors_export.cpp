@@ -14,6 +14,7 @@
 #include "python_oracle.h"
 #include "temp_dir.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -64,6 +65,40 @@ bool sameBits(const at::Tensor& a, const at::Tensor& b)
     const at::Tensor x = a.contiguous();
     const at::Tensor y = b.contiguous();
     return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+/// Linear layers only, every input count a multiple of 32 (the MX block): Linear [64, 128],
+/// MatMul with a constant [64, 32] weight (stored [in, out]) and Linear [4, 32].
+ir::Graph blockNet()
+{
+    at::Generator gen = at::detail::createCPUGenerator(12);
+    ir::GraphBuilder g("blocks");
+    auto x = g.input("x", {-1, 128});
+    x = g.linear("fc1", x, at::randn({64, 128}, gen) * 0.1, at::randn({64}, gen) * 0.1);
+    x = g.unary("fc1.relu", ir::OpKind::Relu, x);
+    const auto w = g.constant("proj.weight", at::randn({64, 32}, gen) * 0.2);
+    x = g.matmul("proj", x, w);
+    x = g.linear("fc2", x, at::randn({4, 32}, gen) * 0.2, at::zeros({4}));
+    g.output(x);
+    return g.build().value();
+}
+
+quant::QuantizedModel preparedBlocks(const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << spec;
+    at::Generator gen = at::detail::createCPUGenerator(4);
+    auto model = quant::prepare(blockNet(), *scheme, at::randn({32, 128}, gen));
+    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+const ir::Node& nodeNamed(const ir::Graph& graph, const std::string& name)
+{
+    for (const auto& n : graph.nodes)
+        if (n.name == name)
+            return n;
+    throw std::logic_error("no node " + name);
 }
 
 } // namespace
@@ -259,4 +294,220 @@ TEST(CompressedTensors, ReaderRefusesAFileWithoutConfig)
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().message,
               "no quantization_config in the file's metadata and no config.json beside it");
+}
+
+// compressed-tensors' MX / NVFP4 layouts (NVFP4A16, MXFP4A16, MXFP8A16 as llm-compressor writes
+// them): E2M1 codes two per byte (even column low), E4M3 or E8M0 block scales [out, in / block],
+// NVFP4's weight_global_scale = 1 / tensor scale. Read back, MX weights are the engine's bit for
+// bit; NVFP4's differ at most by the reciprocal's rounding (the file's rule divides by it).
+TEST(CompressedTensors, BlockFormatsWriteLlmCompressorsLayoutAndReadBack)
+{
+    struct Case {
+        std::string spec, format, scaleDtype;
+        std::int64_t block;
+    };
+    const std::vector<Case> cases = {
+        {"nvfp4-w", "nvfp4-pack-quantized", "torch.float8_e4m3fn", 16},
+        {"mxfp4-w", "mxfp4-pack-quantized", "torch.uint8", 32},
+        {"mxfp4-w:scale=rceil", "mxfp4-pack-quantized", "torch.uint8", 32},
+        {"mxfp8-e4m3-w", "mxfp8-quantized", "torch.uint8", 32},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.spec);
+        TempDir dir;
+        const auto model = preparedBlocks(c.spec);
+        const std::string path = dir.file("model.safetensors");
+        auto summary = exporting::writeCompressedTensors(model, path);
+        ASSERT_TRUE(summary.ok()) << summary.error().userMessage();
+        EXPECT_EQ(summary->format, c.format);
+        EXPECT_EQ(summary->quantizedLayers, 3);
+        auto file = io::readSafetensors(path);
+        ASSERT_TRUE(file.ok());
+        const json qc = json::parse(file->metadata.at("quantization_config"));
+        ASSERT_EQ(qc["config_groups"].size(), 1u);
+        const json& g = qc["config_groups"]["group_0"];
+        EXPECT_EQ(g["format"], c.format);
+        EXPECT_EQ(g["weights"]["type"], "float");
+        EXPECT_EQ(g["weights"]["group_size"], c.block);
+        EXPECT_EQ(g["weights"]["strategy"], c.block == 16 ? "tensor_group" : "group");
+        EXPECT_EQ(g["weights"]["scale_dtype"], c.scaleDtype);
+        EXPECT_TRUE(g["input_activations"].is_null());
+        const auto& t = file->tensors;
+        const auto& fc1 = model.layers.at("fc1");
+        if (c.block == 16) {
+            EXPECT_EQ(t.at("fc1.weight_packed").scalar_type(), at::kByte);
+            EXPECT_EQ(t.at("fc1.weight_packed").sizes(), at::IntArrayRef({64, 64}));
+            EXPECT_EQ(t.at("fc1.weight_scale").scalar_type(), at::kFloat8_e4m3fn);
+            EXPECT_EQ(t.at("fc1.weight_scale").sizes(), at::IntArrayRef({64, 8}));
+            EXPECT_EQ(t.at("fc1.weight_global_scale").item<float>(),
+                      1.0f / fc1.weight.tensorScale);
+        } else {
+            EXPECT_EQ(t.at("fc1.weight_scale").scalar_type(), at::kByte);
+            EXPECT_EQ(t.at("fc1.weight_scale").sizes(), at::IntArrayRef({64, 4}));
+            EXPECT_TRUE(at::equal(t.at("fc1.weight_scale"), fc1.weight.blockScale));
+            EXPECT_EQ(t.count("fc1.weight_global_scale"), 0u);
+            if (c.format == "mxfp8-quantized")
+                EXPECT_EQ(t.at("fc1.weight").scalar_type(), at::kFloat8_e4m3fn);
+            else
+                EXPECT_EQ(t.at("fc1.weight_packed").sizes(), at::IntArrayRef({64, 64}));
+        }
+        // The packing by hand: element 2k of a row in the low nibble of byte k.
+        if (c.format != "mxfp8-quantized") {
+            const ir::Node& node = nodeNamed(model.graph, "fc1");
+            const at::Tensor codes =
+                quant::quantize(quant::weightView(node, quant::codeSource(fc1)).to(at::kFloat),
+                                fc1.weight)
+                    .to(at::kInt);
+            const at::Tensor p = t.at("fc1.weight_packed").to(at::kInt);
+            EXPECT_TRUE(at::equal(p.bitwise_and(15), codes.slice(1, 0, 128, 2)));
+            EXPECT_TRUE(at::equal(p.bitwise_right_shift(4), codes.slice(1, 1, 128, 2)));
+        }
+        auto back = exporting::readCompressedTensors(path);
+        ASSERT_TRUE(back.ok()) << back.error().userMessage();
+        for (const auto& [layer, lq] : model.layers) {
+            const std::string& weight = nodeNamed(model.graph, layer).inputs[1];
+            ASSERT_TRUE(back->count(weight)) << weight;
+            const at::Tensor& got = back->at(weight);
+            ASSERT_EQ(got.sizes(), lq.weightFq.sizes()) << weight;
+            if (c.block == 16) {
+                const double rel = ((got - lq.weightFq).abs() / lq.weightFq.abs().clamp_min(1e-30))
+                                       .max()
+                                       .item<double>();
+                EXPECT_LE(rel, std::ldexp(1.0, -22)) << weight;
+            } else {
+                EXPECT_TRUE(sameBits(got, lq.weightFq)) << weight;
+            }
+        }
+    }
+}
+
+TEST(CompressedTensors, BlockFormatsTheLayoutCannotHoldAreRefusedWithTheReason)
+{
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"mxfp4", "activation block scales"},  // weights and activations
+        {"nvfp4", "activation block scales"},
+        {"mxfp6-e2m3-w", "hold nvfp4, mxfp4 and mxfp8_e4m3"},
+        {"mxint8-w", "hold nvfp4, mxfp4 and mxfp8_e4m3"},
+    };
+    for (const auto& [spec, why] : cases) {
+        TempDir dir;
+        const auto model = preparedBlocks(spec);
+        const std::string path = dir.file("model.safetensors");
+        auto r = exporting::writeCompressedTensors(model, path);
+        ASSERT_FALSE(r.ok()) << spec;
+        EXPECT_EQ(r.error().code, ErrorCode::Unsupported) << spec;
+        EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
+        EXPECT_FALSE(std::filesystem::exists(path)) << spec;
+    }
+    // A convolution of 9 inputs per output is not a whole number of 16-element blocks.
+    TempDir dir;
+    const auto model = prepared(net(), "nvfp4-w");
+    auto r = exporting::writeCompressedTensors(model, dir.file("model.safetensors"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("layer 'conv' has 9 inputs, not a multiple of the "
+                                     "16-element block"),
+              std::string::npos)
+        << r.error().message;
+}
+
+// compressed-tensors' own decompressors (NVFP4PackedCompressor, MXFP4PackedCompressor,
+// MXFP8QuantizationCompressor, as transformers calls them) on the exported tensors and the
+// scheme of the file's config: MX weights come out as the engine's; NVFP4's to bfloat16, the
+// dtype compressed-tensors 0.20 unpacks E2M1 into.
+TEST(CompressedTensors, CompressedTensorsDecompressesOurBlockLayouts)
+{
+    BITLENS_PYTHON_OR_SKIP(python);
+    const std::vector<std::string> specs = {"nvfp4-w", "mxfp4-w", "mxfp8-e4m3-w"};
+    TempDir dir;
+    std::vector<quant::QuantizedModel> models;
+    std::string folders;
+    for (const std::string& spec : specs) {
+        models.push_back(preparedBlocks(spec));
+        const std::string folder = dir.file(spec);
+        std::filesystem::create_directories(folder);
+        ASSERT_TRUE(
+            exporting::writeCompressedTensors(models.back(), folder + "/model.safetensors").ok());
+        folders += " '" + folder + "'";
+    }
+    // One interpreter for the three folders (importing torch and compressed-tensors is most of
+    // the time).
+    const std::string code = R"(
+import sys, json, warnings
+warnings.filterwarnings("ignore")
+import numpy as np, torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from compressed_tensors.compressors.base import BaseCompressor
+from compressed_tensors.quantization import QuantizationScheme, QuantizationArgs
+from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+for d in sys.argv[1:]:
+    t = load_file(d + "/model.safetensors")
+    with safe_open(d + "/model.safetensors", framework="pt") as f:
+        qc = json.loads(f.metadata()["quantization_config"])
+    g = qc["config_groups"]["group_0"]
+    args = QuantizationArgs(**g["weights"])
+    preset = {"nvfp4-pack-quantized": "NVFP4A16", "mxfp4-pack-quantized": "MXFP4A16",
+              "mxfp8-quantized": "MXFP8A16"}[g["format"]]
+    want = PRESET_SCHEMES[preset]["weights"]
+    assert args.model_dump() == want.model_dump(), (args.model_dump(), want.model_dump())
+    scheme = QuantizationScheme(targets=g["targets"], weights=args)
+    comp = BaseCompressor.load_from_registry(g["format"])
+    out = {}
+    for m in g["targets"]:
+        sd = {k[len(m) + 1:]: v for k, v in t.items() if k.startswith(m + ".weight")}
+        w = comp.decompress(sd, scheme)["weight"]
+        out[m] = w.float().numpy()
+        print(d, m, w.dtype)
+    np.savez(d + "/ct.npz", **out)
+)";
+    std::string output;
+    ASSERT_EQ(test::runPython(python, dir.path(), code, folders, output), 0) << output;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        SCOPED_TRACE(specs[i]);
+        auto ct = io::readNpz(dir.file(specs[i]) + "/ct.npz");
+        ASSERT_TRUE(ct.ok());
+        for (const auto& [layer, lq] : models[i].layers) {
+            const ir::Node& node = nodeNamed(models[i].graph, layer);
+            const std::string module = node.inputs[1].substr(0, node.inputs[1].size() - 7);
+            ASSERT_TRUE(ct->count(module)) << module << output;
+            const at::Tensor want = quant::weightView(node, lq.weightFq).contiguous();
+            if (specs[i] == "nvfp4-w") {
+                const double rel =
+                    ((ct->at(module) - want).abs() / want.abs().clamp_min(1e-30)).max().item<double>();
+                EXPECT_LE(rel, std::ldexp(1.0, -7)) << module << output;
+            } else {
+                EXPECT_TRUE(sameBits(ct->at(module), want)) << module << output;
+            }
+        }
+    }
+}
+
+// A MatMul kept float32 (stored [in, out] in the graph) is written as a Linear's [out, in]
+// weight under its module name and listed in "ignore"; BitLens reads it back in the graph's
+// form, as it was.
+TEST(CompressedTensors, AFloatMatMulIsWrittenAsALinearAndReadBackAsItWas)
+{
+    auto scheme = quant::parseScheme("nvfp4-w");
+    ASSERT_TRUE(scheme.ok());
+    scheme->overrides["proj"] = std::nullopt;
+    at::Generator gen = at::detail::createCPUGenerator(4);
+    const ir::Graph graph = blockNet();
+    auto model = quant::prepare(graph, *scheme, at::randn({8, 128}, gen));
+    ASSERT_TRUE(model.ok()) << model.error().userMessage();
+    TempDir dir;
+    const std::string path = dir.file("model.safetensors");
+    auto summary = exporting::writeCompressedTensors(*model, path);
+    ASSERT_TRUE(summary.ok()) << summary.error().userMessage();
+    EXPECT_EQ(summary->quantizedLayers, 2);
+    auto file = io::readSafetensors(path);
+    ASSERT_TRUE(file.ok());
+    const json qc = json::parse(file->metadata.at("quantization_config"));
+    EXPECT_EQ(qc["ignore"], json({"proj"}));
+    const at::Tensor* original = graph.initializer("proj.weight");
+    ASSERT_NE(original, nullptr);
+    EXPECT_EQ(file->tensors.at("proj.weight").sizes(), at::IntArrayRef({32, 64}));  // [out, in]
+    EXPECT_TRUE(at::equal(file->tensors.at("proj.weight"), original->t()));
+    auto back = exporting::readCompressedTensors(path);
+    ASSERT_TRUE(back.ok()) << back.error().userMessage();
+    EXPECT_TRUE(sameBits(back->at("proj.weight"), *original));
 }
