@@ -45,9 +45,16 @@ QuantGrid quantGrid(const QString& weightType, bool symmetric, double lo, double
         return grid;
     const bool integer = weightType.startsWith(QLatin1String("int")) ||
                          weightType.startsWith(QLatin1String("uint"));
-    grid.description = integer ? QObject::tr("%1 grid (per-tensor view)").arg(weightType)
-                               : QObject::tr("%1 code points × max|w| (per-tensor view)")
-                                     .arg(typeLabel(weightType));
+    if (analysis::isBlockFormatName(weightType.toStdString()))
+        grid.description =
+            QObject::tr("%1 grid of the block holding max|w| (blocks of %2; each block has its "
+                        "own scale)")
+                .arg(typeLabel(weightType))
+                .arg(analysis::blockSizeOf(weightType.toStdString()));
+    else
+        grid.description = integer ? QObject::tr("%1 grid (per-tensor view)").arg(weightType)
+                                   : QObject::tr("%1 code points × max|w| (per-tensor view)")
+                                         .arg(typeLabel(weightType));
     return grid;
 }
 

@@ -15,6 +15,7 @@
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QSlider>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QValueAxis>
 #include <QVBoxLayout>
@@ -99,9 +100,11 @@ void WeightGridChart::rebuild()
     const QString format = isIntegerFormat(m_settings.format)
                                ? QStringLiteral("int%1").arg(m_settings.bits)
                                : m_settings.format;
-    const QString granularity = m_settings.groupSize > 0
-                                    ? tr("group size %1").arg(m_settings.groupSize)
-                                    : tr("per-tensor");
+    const std::int64_t block = analysis::blockSizeOf(m_settings.format.toStdString());
+    const QString granularity =
+        block > 0 ? tr("blocks of %1; grid of the block holding max|w|").arg(block)
+        : m_settings.groupSize > 0 ? tr("group size %1").arg(m_settings.groupSize)
+                                   : tr("per-tensor");
     setChartTitle(tr("%1: %2 weights, %3 code points (clip %4 × max|w|, %5)")
                       .arg(m_layerName.isEmpty() ? tr("Tensor") : m_layerName)
                       .arg(m_histogram.size)
@@ -273,24 +276,27 @@ constexpr double kNf4Sigma = 1.0 / 1.848;
 
 FourBitGridChart::FourBitGridChart(QWidget* parent) : ChartBase(parent)
 {
-    setChartTitle(tr("4-bit code points on [-1, 1]: NF4 follows the bell, int4 is uniform"));
+    setChartTitle(tr("4-bit codes of a block with max |w| = 1: NF4 follows the bell, int4 is "
+                     "uniform, MX's top code lands past the block"));
     markHasData();
     auto* axisX = addValueAxis(tr("Value (scaled so the largest code is 1)"), Qt::AlignBottom);
     setRoundTicks(axisX, -1.1, 1.1, 11);
     auto* axisRows = new QCategoryAxis;
     styleAxis(axisRows, tr("Format"));
     axisRows->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
-    axisRows->append(QStringLiteral("FP4 E2M1"), 1.0);
-    axisRows->append(QStringLiteral("int4"), 2.0);
-    axisRows->append(QStringLiteral("NF4"), 3.0);
-    axisRows->setRange(0.4, 3.6);
+    axisRows->append(QStringLiteral("NVFP4"), 1.0);
+    axisRows->append(QStringLiteral("MXFP4"), 2.0);
+    axisRows->append(QStringLiteral("FP4 E2M1"), 3.0);
+    axisRows->append(QStringLiteral("int4"), 4.0);
+    axisRows->append(QStringLiteral("NF4"), 5.0);
+    axisRows->setRange(0.4, 5.6);
     chart()->addAxis(axisRows, Qt::AlignLeft);
     const double peak = 1.0 / (kNf4Sigma * std::sqrt(2.0 * M_PI));
     auto* axisDensity = addValueAxis(tr("Density of N(0, 0.541²) (1 / unit)"), Qt::AlignRight);
-    setRoundTicks(axisDensity, 0.0, peak * 3.6 / 3.0, 6);
+    setRoundTicks(axisDensity, 0.0, peak * 5.6 / 5.0, 6);
 
     m_density = new QLineSeries;
-    m_density->setName(tr("N(0, σ = 0.541) density (NF4's codes are its quantiles)"));
+    m_density->setName(tr("N(0, 0.541²) density"));
     for (int i = 0; i <= 200; ++i) {
         const double x = -1.1 + 2.2 * i / 200.0;
         m_density->append(x, peak * std::exp(-0.5 * (x / kNf4Sigma) * (x / kNf4Sigma)));
@@ -308,9 +314,22 @@ FourBitGridChart::FourBitGridChart(QWidget* parent) : ChartBase(parent)
         QString name;
         double y;
     };
-    const Row rows[] = {{QStringLiteral("nf4"), QStringLiteral("NF4"), 3.0},
-                        {QStringLiteral("int4"), QStringLiteral("int4 (symmetric)"), 2.0},
-                        {QStringLiteral("fp4_e2m1"), QStringLiteral("FP4 E2M1"), 1.0}};
+    // The block formats' scales for a block whose max |w| is 1, from core.
+    std::vector<float> unitBlock(32, 0.0f);
+    unitBlock[0] = 1.0f;
+    const analysis::BlockView mx = analysis::blockView(unitBlock, "mxfp4", 0);
+    const analysis::BlockView nv = analysis::blockView(unitBlock, "nvfp4", 0);
+    const Row rows[] = {
+        {QStringLiteral("nf4"), QStringLiteral("NF4"), 5.0},
+        {QStringLiteral("int4"), QStringLiteral("int4 (symmetric)"), 4.0},
+        {QStringLiteral("fp4_e2m1"), QStringLiteral("FP4 × 1/6"), 3.0},
+        {QStringLiteral("mxfp4"),
+         tr("MXFP4 × 2^%1 (top code %2 unused)")
+             .arg(std::lround(std::log2(mx.scale)))
+             .arg(mx.elementMax * mx.scale, 0, 'g', 3),
+         2.0},
+        {QStringLiteral("nvfp4"),
+         tr("NVFP4 × %1 × 1/%2").arg(nv.e4m3).arg(1.0 / nv.tensorScale, 0, 'f', 0), 1.0}};
     int color = 0;
     for (const Row& row : rows) {
         const QuantGrid grid = quantGrid(row.type, true, -1.0, 1.0);
@@ -349,11 +368,336 @@ std::vector<int> FourBitGridChart::rowCounts() const
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+/// "E8M0 0x7B = 2^-4" / "E4M3 0x5C = 40 × tensor scale 0.000153": the stored scale of a block.
+QString storedScaleText(const analysis::BlockView& b)
+{
+    const QString byte =
+        QStringLiteral("0x") + QString::number(b.scaleByte, 16).rightJustified(2, QLatin1Char('0')).toUpper();
+    if (b.tensorScale > 0.0)
+        return QObject::tr("E4M3 %1 = %2 × tensor scale %3 (float32)")
+            .arg(byte)
+            .arg(b.e4m3, 0, 'g', 6)
+            .arg(b.tensorScale, 0, 'g', 4);
+    return QObject::tr("E8M0 %1 = 2^%2")
+        .arg(byte)
+        .arg(b.scaleByte - 127);
+}
+
+} // namespace
+
+BlockGridChart::BlockGridChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("One block and its element grid"));
+    showMessage(tr("No data: choose a layer with float weights (Layers table or Histograms tab), "
+                   "then a block format and a block"));
+}
+
+void BlockGridChart::setBlock(const QString& layerName, const analysis::BlockView& view)
+{
+    m_gridCount = 0;
+    m_pointCount = 0;
+    if (!view.valid || view.values.empty()) {
+        setChartTitle(tr("One block and its element grid"));
+        showMessage(tr("No data: choose a layer with float weights (Layers table or Histograms "
+                       "tab), then a block format and a block"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    const QString format = QString::fromStdString(view.format);
+    setChartTitle(tr("%1, block %2 of %3 (%4 elements, max|w| %5): scale %6")
+                      .arg(layerName.isEmpty() ? tr("Tensor") : layerName)
+                      .arg(view.block)
+                      .arg(view.blocks)
+                      .arg(format)
+                      .arg(view.amax, 0, 'g', 3)
+                      .arg(storedScaleText(view)));
+    // The x range: the block's values and its largest code, so saturation shows.
+    const double top = std::max(view.amax, view.grid.back()) * 1.08;
+    QValueAxis* axisX = addValueAxis(tr("Weight value"), Qt::AlignBottom);
+    setRoundTicks(axisX, -top, top, 9);
+    auto* axisRows = new QCategoryAxis;
+    styleAxis(axisRows, tr("Row"));
+    axisRows->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+    axisRows->append(tr("grid"), 1.0);
+    axisRows->append(tr("quantized"), 2.0);
+    axisRows->append(tr("weights"), 3.0);
+    axisRows->setRange(0.4, 3.6);
+    chart()->addAxis(axisRows, Qt::AlignLeft);
+
+    // Grid: thinned from the middle outwards to at most kMaxGridLines, as the grid tab does.
+    const int n = static_cast<int>(view.grid.size());
+    const int stride =
+        (n + HistogramChart::kMaxGridLines - 1) / HistogramChart::kMaxGridLines;
+    auto* grid = new QScatterSeries;
+    grid->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    grid->setMarkerSize(6.0);
+    grid->setColor(chartColor(3));
+    grid->setBorderColor(chartColor(3).darker(140));
+    for (int i = (n / 2) % stride; i < n; i += stride) {
+        const double v = view.grid[static_cast<std::size_t>(i)];
+        if (std::abs(v) > top)
+            continue;
+        grid->append(v, 1.0);
+        ++m_gridCount;
+    }
+    grid->setName(tr("%1 grid: %2 values × scale %3%4")
+                      .arg(format)
+                      .arg(n)
+                      .arg(view.scale, 0, 'g', 4)
+                      .arg(stride > 1 ? tr(" (every %1th drawn)").arg(stride) : QString()));
+    auto* quantized = new QScatterSeries;
+    quantized->setName(tr("quantized (SQNR %1)")
+                           .arg(std::isinf(view.sqnrDb) ? tr("∞, exact")
+                                                        : tr("%1 dB").arg(view.sqnrDb, 0, 'f', 1)));
+    quantized->setMarkerSize(9.0);
+    quantized->setColor(chartColor(1));
+    quantized->setBorderColor(chartColor(1).darker(140));
+    auto* weights = new QScatterSeries;
+    weights->setName(tr("the block's %1 weights").arg(view.values.size()));
+    weights->setMarkerSize(9.0);
+    weights->setColor(chartColor(0));
+    weights->setBorderColor(chartColor(0).darker(140));
+    for (std::size_t i = 0; i < view.values.size(); ++i) {
+        weights->append(view.values[i], 3.0);
+        quantized->append(view.quantized[i], 2.0);
+    }
+    m_pointCount = static_cast<int>(view.values.size());
+    for (QScatterSeries* series : {weights, quantized, grid}) {
+        chart()->addSeries(series);
+        series->attachAxis(axisX);
+        series->attachAxis(axisRows);
+        const QString name = series->name();
+        connect(series, &QScatterSeries::hovered, this,
+                [this, name](const QPointF& point, bool state) {
+                    if (!state) {
+                        hideToolTip();
+                        return;
+                    }
+                    showToolTip(QStringLiteral("<b>%1</b>: %2").arg(name).arg(point.x(), 0, 'g', 6));
+                });
+    }
+}
+
+BlockScaleStaircaseChart::BlockScaleStaircaseChart(QWidget* parent) : ChartBase(parent)
+{
+    setChartTitle(tr("Block scales along the tensor"));
+    showMessage(tr("No data: choose a layer with float weights, then a block format"));
+}
+
+void BlockScaleStaircaseChart::setValues(const QString& layerName,
+                                         const std::vector<float>& values, const QString& format,
+                                         int marked)
+{
+    m_blocks = 0;
+    m_distinct = 0;
+    const std::string name = format.toStdString();
+    const std::vector<double> scales =
+        analysis::blockScales(values, name, BlockScaleView::kStaircaseBlocks);
+    if (scales.empty()) {
+        setChartTitle(tr("Block scales along the tensor"));
+        showMessage(tr("No data: choose a layer with float weights, then a block format"));
+        return;
+    }
+    clearChart();
+    markHasData();
+    const std::int64_t size = analysis::blockSizeOf(name);
+    const bool nv = format == QLatin1String("nvfp4");
+    m_blocks = static_cast<int>(scales.size());
+    std::vector<double> sorted = scales;
+    std::sort(sorted.begin(), sorted.end());
+    m_distinct = static_cast<int>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+    setChartTitle(tr("%1 in %2: the first %3 block scales take %4 distinct values (%5)")
+                      .arg(layerName.isEmpty() ? tr("Tensor") : layerName)
+                      .arg(format)
+                      .arg(m_blocks)
+                      .arg(m_distinct)
+                      .arg(nv ? tr("E4M3: 8 steps per octave") : tr("E8M0: whole octaves")));
+    // The ideal scale each block stands for: its max|w| over the element format's largest
+    // value (what a float32 scale would be).
+    double elementMax = 0.0;
+    {
+        std::vector<float> unit(static_cast<std::size_t>(size), 0.0f);
+        unit[0] = 1.0f;
+        elementMax = analysis::blockView(unit, name, 0).elementMax;
+    }
+    auto* stored = new QLineSeries;
+    stored->setName(tr("stored block scale, log2"));
+    auto* ideal = new QLineSeries;
+    ideal->setName(tr("max|w| of the block / %1 (a float32 scale), log2").arg(elementMax));
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (int b = 0; b < m_blocks; ++b) {
+        const double s = std::log2(scales[static_cast<std::size_t>(b)]);
+        stored->append(b, s);
+        stored->append(b + 1, s);
+        double amax = 0.0;
+        const std::size_t begin = static_cast<std::size_t>(b * size);
+        for (std::size_t i = begin; i < std::min(values.size(), begin + std::size_t(size)); ++i)
+            if (std::isfinite(values[i]))
+                amax = std::max(amax, std::abs(double(values[i])));
+        lo = std::min(lo, s);
+        hi = std::max(hi, s);
+        if (amax > 0.0) {
+            const double t = std::log2(amax / elementMax);
+            ideal->append(b + 0.5, t);
+            lo = std::min(lo, t);
+            hi = std::max(hi, t);
+        }
+    }
+    QValueAxis* axisX = addValueAxis(tr("Block (%1 elements each)").arg(size), Qt::AlignBottom);
+    setRoundTicks(axisX, 0.0, m_blocks, 8);
+    QValueAxis* axisY = addValueAxis(tr("log2(scale)"), Qt::AlignLeft);
+    setRoundTicks(axisY, std::floor(lo) - 0.5, std::ceil(hi) + 0.5, 5);
+    QPen pen(chartColor(0));
+    pen.setWidthF(2.0);
+    stored->setPen(pen);
+    QPen idealPen(chartColor(6));
+    idealPen.setWidthF(1.4);
+    idealPen.setStyle(Qt::DashLine);
+    ideal->setPen(idealPen);
+    for (QLineSeries* series : {stored, ideal}) {
+        chart()->addSeries(series);
+        series->attachAxis(axisX);
+        series->attachAxis(axisY);
+    }
+    if (marked >= 0 && marked < m_blocks) {
+        auto* mark = new QScatterSeries;
+        mark->setName(tr("block %1 (shown above)").arg(marked));
+        mark->setMarkerSize(11.0);
+        mark->setColor(chartColor(3));
+        mark->append(marked + 0.5, std::log2(scales[static_cast<std::size_t>(marked)]));
+        chart()->addSeries(mark);
+        mark->attachAxis(axisX);
+        mark->attachAxis(axisY);
+    }
+}
+
+QStringList BlockScaleView::formats()
+{
+    QStringList out;
+    for (const std::string& name : analysis::blockFormatNames())
+        out << QString::fromStdString(name);
+    return out;
+}
+
+BlockScaleView::BlockScaleView(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    auto* controls = new QHBoxLayout;
+    m_formatCombo = new QComboBox;
+    m_formatCombo->addItems(formats());
+    m_formatCombo->setToolTip(tr("OCP MX (blocks of 32, E8M0 power-of-two scales) or NVFP4 "
+                                 "(blocks of 16, E4M3 scales under a float32 tensor scale)"));
+    controls->addWidget(new QLabel(tr("Block format:")));
+    controls->addWidget(m_formatCombo);
+    controls->addSpacing(12);
+    m_blockSpin = new QSpinBox;
+    m_blockSpin->setRange(0, 0);
+    m_blockSpin->setToolTip(tr("Which block of the tensor (flattened) to show"));
+    controls->addWidget(new QLabel(tr("Block:")));
+    controls->addWidget(m_blockSpin);
+    controls->addStretch(1);
+    layout->addLayout(controls);
+    m_readout = new QLabel;
+    m_readout->setWordWrap(true);
+    m_readout->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_readout);
+    m_gridChart = new BlockGridChart;
+    layout->addWidget(m_gridChart, 1);
+    m_staircase = new BlockScaleStaircaseChart;
+    layout->addWidget(m_staircase, 1);
+    connect(m_formatCombo, &QComboBox::currentTextChanged, this, &BlockScaleView::setFormat);
+    connect(m_blockSpin, &QSpinBox::valueChanged, this, &BlockScaleView::setBlockIndex);
+    rebuild();
+}
+
+QString BlockScaleView::format() const { return m_formatCombo->currentText(); }
+
+void BlockScaleView::setValues(const QString& layerName,
+                               std::shared_ptr<const std::vector<float>> values)
+{
+    m_layerName = layerName;
+    m_values = std::move(values);
+    rebuild();
+}
+
+void BlockScaleView::setFormat(const QString& format)
+{
+    if (!formats().contains(format))
+        return;
+    if (m_formatCombo->currentText() != format) {
+        const QSignalBlocker block(m_formatCombo);
+        m_formatCombo->setCurrentText(format);
+    }
+    rebuild();
+}
+
+void BlockScaleView::setBlockIndex(int block)
+{
+    if (m_blockSpin->value() != block) {
+        const QSignalBlocker blocker(m_blockSpin);
+        m_blockSpin->setValue(std::clamp(block, m_blockSpin->minimum(), m_blockSpin->maximum()));
+    }
+    rebuild();
+}
+
+void BlockScaleView::rebuild()
+{
+    const std::string name = format().toStdString();
+    const std::int64_t size = analysis::blockSizeOf(name);
+    const std::int64_t n = m_values ? static_cast<std::int64_t>(m_values->size()) : 0;
+    const int blocks = size > 0 ? static_cast<int>((n + size - 1) / size) : 0;
+    {
+        const QSignalBlocker blocker(m_blockSpin);
+        m_blockSpin->setRange(0, std::max(0, blocks - 1));
+    }
+    static const std::vector<float> kEmpty;
+    const std::vector<float>& values = m_values ? *m_values : kEmpty;
+    m_block = analysis::blockView(values, name, m_blockSpin->value());
+    m_gridChart->setBlock(m_layerName, m_block);
+    m_staircase->setValues(m_layerName, values, format(),
+                           m_blockSpin->value() < kStaircaseBlocks ? m_blockSpin->value() : -1);
+    m_readout->setText(readoutText());
+}
+
+QString BlockScaleView::readoutText() const
+{
+    if (!m_values || m_values->empty())
+        return tr("No tensor: choose a layer to see its weights in blocks of a shared scale.");
+    if (!m_block.valid)
+        return tr("The block could not be quantized in %1.").arg(format());
+    const QString sqnr = std::isinf(m_block.sqnrDb) ? tr("∞ (exact)")
+                                                    : tr("%1 dB").arg(m_block.sqnrDb, 0, 'f', 2);
+    const double reach = m_block.elementMax * m_block.scale;
+    const QString fit =
+        m_block.amax > reach
+            ? tr("max|w| %1 is past the largest code %2: it saturates")
+                  .arg(m_block.amax, 0, 'g', 3)
+                  .arg(reach, 0, 'g', 3)
+            : tr("the largest code %1 covers max|w| %2 (%3 % of the range used)")
+                  .arg(reach, 0, 'g', 3)
+                  .arg(m_block.amax, 0, 'g', 3)
+                  .arg(reach > 0.0 ? 100.0 * m_block.amax / reach : 0.0, 0, 'f', 0);
+    return tr("<b>%1</b>, block %2 of %3: scale %4 = %5; %6; SQNR %7")
+        .arg(format())
+        .arg(m_block.block)
+        .arg(m_block.blocks)
+        .arg(storedScaleText(m_block))
+        .arg(m_block.scale, 0, 'g', 4)
+        .arg(fit)
+        .arg(sqnr);
+}
+
 QStringList TeachingView::formats()
 {
-    return {QStringLiteral("int8"),     QStringLiteral("int4"),     QStringLiteral("int2"),
-            QStringLiteral("nf4"),      QStringLiteral("fp4_e2m1"), QStringLiteral("fp8_e4m3"),
-            QStringLiteral("fp8_e5m2")};
+    QStringList out = {QStringLiteral("int8"),     QStringLiteral("int4"),
+                       QStringLiteral("int2"),     QStringLiteral("nf4"),
+                       QStringLiteral("fp4_e2m1"), QStringLiteral("fp8_e4m3"),
+                       QStringLiteral("fp8_e5m2")};
+    return out + BlockScaleView::formats();
 }
 
 TeachingView::TeachingView(QWidget* parent) : QWidget(parent)
@@ -410,6 +754,8 @@ TeachingView::TeachingView(QWidget* parent) : QWidget(parent)
     m_tabs->addTab(m_floatChart, tr("Float formats"));
     m_fourBitChart = new FourBitGridChart;
     m_tabs->addTab(m_fourBitChart, tr("4-bit grids"));
+    m_blockView = new BlockScaleView;
+    m_tabs->addTab(m_blockView, tr("Block scales (MX, NVFP4)"));
 
     connect(m_formatCombo, &QComboBox::currentTextChanged, this, &TeachingView::setFormat);
     connect(m_bitsSlider, &QSlider::valueChanged, this, &TeachingView::setBits);
@@ -429,6 +775,7 @@ void TeachingView::setWeights(const QString& layerName, std::vector<float> value
     m_layerName = layerName;
     m_values = std::make_shared<const std::vector<float>>(std::move(values));
     m_gridChart->setValues(layerName, *m_values);
+    m_blockView->setValues(layerName, m_values);
     refresh();
 }
 
@@ -439,6 +786,8 @@ void TeachingView::setFormat(const QString& format)
     m_settings.format = format;
     if (isIntegerFormat(format))
         m_settings.bits = format.mid(3).toInt();
+    if (analysis::isBlockFormatName(format.toStdString()))
+        m_blockView->setFormat(format);
     syncControls();
     refresh();
 }
@@ -493,6 +842,12 @@ void TeachingView::syncControls()
     const int groupIndex = m_groupCombo->findData(static_cast<int>(m_settings.groupSize));
     if (groupIndex >= 0)
         m_groupCombo->setCurrentIndex(groupIndex);
+    const std::int64_t block = analysis::blockSizeOf(m_settings.format.toStdString());
+    m_groupCombo->setEnabled(block == 0);
+    m_groupCombo->setToolTip(block > 0 ? tr("%1 shares one scale per block of %2 elements")
+                                             .arg(m_settings.format)
+                                             .arg(block)
+                                       : tr("Elements that share one scale"));
 }
 
 void TeachingView::refresh()

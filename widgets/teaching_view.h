@@ -1,7 +1,9 @@
 #pragma once
 // Teaching views: one tensor's distribution with a format's code points over it and the live
 // error of quantizing it (bits, clip range, group size); the representable values of FP8 E4M3
-// vs E5M2; NF4 vs uniform int4 vs FP4 code points against the bell curve NF4 is built from.
+// vs E5M2; NF4 vs uniform int4 vs FP4 vs MXFP4 / NVFP4 code points against the bell curve NF4
+// is built from; one block of an MX / NVFP4 format with its shared scale and element grid, and
+// the block scales along the tensor.
 // Every number comes from core (analysis/teaching.h); these classes only draw and hold state.
 
 #include "analysis/teaching.h"
@@ -18,6 +20,7 @@
 
 QT_BEGIN_NAMESPACE
 class QComboBox;
+class QSpinBox;
 class QLabel;
 class QLineSeries;
 class QScatterSeries;
@@ -109,14 +112,15 @@ private:
     double m_e5m2Max = 0.0;
 };
 
-/// NF4, uniform int4 and FP4 E2M1 code points on [-1, 1] with the normal density NF4 follows.
+/// NF4, uniform int4, FP4 E2M1, and E2M1 under MX's E8M0 and NVFP4's E4M3 block scales: the
+/// code points of a block whose max |w| is 1, with the normal density NF4 follows.
 class FourBitGridChart : public ChartBase {
     Q_OBJECT
 
 public:
     /// Builds the chart.
     explicit FourBitGridChart(QWidget* parent = nullptr);
-    /// Points per row: NF4, int4, FP4 (in that order).
+    /// Points per row: NF4, int4, FP4, MXFP4, NVFP4 (in that order).
     std::vector<int> rowCounts() const;
     /// The density curve.
     QLineSeries* densitySeries() const { return m_density; }
@@ -126,8 +130,90 @@ private:
     QLineSeries* m_density = nullptr;
 };
 
+/// One block of a tensor in an MX / NVFP4 format (analysis::blockView): the block's weights and
+/// where they land, over the element grid the block's shared scale puts them on.
+class BlockGridChart : public ChartBase {
+    Q_OBJECT
+
+public:
+    explicit BlockGridChart(QWidget* parent = nullptr);
+    /// Draws `view` (an invalid view shows a message saying what to do).
+    void setBlock(const QString& layerName, const analysis::BlockView& view);
+    /// Grid values drawn (within the axis range).
+    int gridCount() const { return m_gridCount; }
+    /// Points of the weights series (the block's elements).
+    int pointCount() const { return m_pointCount; }
+
+private:
+    int m_gridCount = 0;
+    int m_pointCount = 0;
+};
+
+/// The shared scale of each block along a tensor, log2, as stored (MX: whole powers of two;
+/// NVFP4: E4M3 steps of 1/8 octave under the tensor scale), with the ideal continuous scale
+/// max|w| / element max it stands for.
+class BlockScaleStaircaseChart : public ChartBase {
+    Q_OBJECT
+
+public:
+    explicit BlockScaleStaircaseChart(QWidget* parent = nullptr);
+    /// Draws the first blocks of `values` in `format` (a block format); `marked` is the block
+    /// the grid chart shows.
+    void setValues(const QString& layerName, const std::vector<float>& values,
+                   const QString& format, int marked);
+    /// Blocks drawn.
+    int blockCount() const { return m_blocks; }
+    /// Distinct stored scales among them.
+    int distinctScales() const { return m_distinct; }
+
+private:
+    int m_blocks = 0;
+    int m_distinct = 0;
+};
+
+/// The "Block scales" tab: a block format, a block of the chosen layer, the block's stored
+/// scale (E8M0 byte and 2^e, or E4M3 byte x tensor scale) and error, and the two charts.
+class BlockScaleView : public QWidget {
+    Q_OBJECT
+
+public:
+    /// Blocks the staircase draws.
+    static constexpr int kStaircaseBlocks = 128;
+    /// The block formats offered (analysis::blockFormatNames()).
+    static QStringList formats();
+
+    explicit BlockScaleView(QWidget* parent = nullptr);
+    /// The tensor shown (shared with the grid tab).
+    void setValues(const QString& layerName, std::shared_ptr<const std::vector<float>> values);
+    /// The block on show.
+    const analysis::BlockView& block() const { return m_block; }
+    /// The readout above the charts.
+    QString readoutText() const;
+    QString format() const;
+    BlockGridChart* gridChart() const { return m_gridChart; }
+    BlockScaleStaircaseChart* staircaseChart() const { return m_staircase; }
+
+public Q_SLOTS:
+    /// One of formats().
+    void setFormat(const QString& format);
+    /// Block index, clamped to the tensor.
+    void setBlockIndex(int block);
+
+private:
+    void rebuild();
+
+    QComboBox* m_formatCombo = nullptr;
+    QSpinBox* m_blockSpin = nullptr;
+    QLabel* m_readout = nullptr;
+    BlockGridChart* m_gridChart = nullptr;
+    BlockScaleStaircaseChart* m_staircase = nullptr;
+    QString m_layerName;
+    std::shared_ptr<const std::vector<float>> m_values;
+    analysis::BlockView m_block;
+};
+
 /// The teaching tabs: "Quantization grid" (a tensor with sliders and live error), "Float
-/// formats" and "4-bit grids".
+/// formats", "4-bit grids" and "Block scales".
 class TeachingView : public QWidget {
     Q_OBJECT
 
@@ -160,6 +246,7 @@ public:
     WeightGridChart* gridChart() const { return m_gridChart; }
     FloatFormatsChart* floatFormatsChart() const { return m_floatChart; }
     FourBitGridChart* fourBitChart() const { return m_fourBitChart; }
+    BlockScaleView* blockView() const { return m_blockView; }
 
 public Q_SLOTS:
     /// Selects a format by name (one of formats()); integer formats also set the bits.
@@ -168,7 +255,7 @@ public Q_SLOTS:
     void setBits(int bits);
     /// Clip range as a fraction of max|w|, 0.05..1.0.
     void setClipFraction(double fraction);
-    /// Elements per scale: 0 (per-tensor), 32, 64, 128 or 256.
+    /// Elements per scale: 0 (per-tensor), 32, 64, 128 or 256 (block formats: their block).
     void setGroupSize(std::int64_t groupSize);
 
 Q_SIGNALS:
@@ -185,6 +272,7 @@ private:
     WeightGridChart* m_gridChart = nullptr;
     FloatFormatsChart* m_floatChart = nullptr;
     FourBitGridChart* m_fourBitChart = nullptr;
+    BlockScaleView* m_blockView = nullptr;
     QComboBox* m_formatCombo = nullptr;
     QSlider* m_bitsSlider = nullptr;
     QLabel* m_bitsLabel = nullptr;

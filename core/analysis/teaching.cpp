@@ -12,6 +12,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <optional>
 
 namespace bitlens::analysis {
 
@@ -53,6 +54,75 @@ std::vector<double> mirrored(const std::vector<double>& magnitudes, double scale
             out.push_back(-m * scale);
     }
     std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// The block-format QuantType called `format`, or nullopt.
+std::optional<quant::QuantType> blockType(std::string_view format)
+{
+    const auto t = quant::quantTypeFromName(format);
+    if (!t || !quant::isBlockFormat(quant::traits(*t)))
+        return std::nullopt;
+    return t;
+}
+
+/// The unscaled values a block format's elements take, ascending (integers: the codes).
+std::vector<double> elementValues(const quant::QuantTypeTraits& t)
+{
+    std::vector<double> out;
+    switch (t.family) {
+    case quant::TypeFamily::Integer:
+        for (std::int64_t k = t.qmin; k <= t.qmax; ++k)
+            out.push_back(double(k));
+        return out;
+    case quant::TypeFamily::CodeTable:
+        for (const float c : t.codes)
+            out.push_back(double(c));
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());  // +0 and -0
+        return out;
+    case quant::TypeFamily::Float:
+        return t.maxValue > 1000.0f ? mirrored(fp8Magnitudes(2, 15, t.maxValue), 1.0)
+                                    : mirrored(fp8Magnitudes(3, 7, t.maxValue), 1.0);
+    }
+    return out;
+}
+
+/// Elements [begin, end) of `values` quantized in block format `type` as they are within the
+/// whole vector: the slice (zero-padded to whole blocks, which changes no block's max |w|) is
+/// followed by one block holding the vector's max |w|, so NVFP4's per-tensor scale is the
+/// vector's, then core's chooseQParams / quantize / dequantize run over [1, blocks]. The
+/// result keeps the slice's blocks only. O(end - begin) after the O(n) max scan.
+struct BlockQuantized {
+    quant::QParams qparams;
+    at::Tensor dequantized;  ///< [end - begin], float64
+    std::int64_t blocks = 0;
+};
+
+BlockQuantized quantizeBlocks(const std::vector<float>& values, std::int64_t begin,
+                              std::int64_t end, quant::QuantType type)
+{
+    const std::int64_t size = quant::traits(type).blockSize;
+    float amax = 0.0f;
+    for (const float v : values)
+        if (std::isfinite(v))
+            amax = std::max(amax, std::abs(v));
+    const std::int64_t blocks = (end - begin + size - 1) / size;
+    std::vector<float> padded(static_cast<std::size_t>((blocks + 1) * size), 0.0f);
+    std::copy(values.begin() + begin, values.begin() + end, padded.begin());
+    padded[static_cast<std::size_t>(blocks * size)] = amax;
+    const at::Tensor x =
+        at::from_blob(padded.data(), {1, static_cast<std::int64_t>(padded.size())}, at::kFloat);
+    const quant::Granularity g = quant::Granularity::perGroup(1, size);
+    const auto [lo, hi] = quant::blockMinMax(x, g);
+    BlockQuantized out;
+    out.blocks = blocks;
+    out.qparams = quant::chooseQParams(lo, hi, type, true, g);
+    out.dequantized = quant::dequantize(quant::quantize(x, out.qparams), out.qparams)
+                          .reshape({-1})
+                          .narrow(0, 0, end - begin)
+                          .to(at::kDouble)
+                          .contiguous();
     return out;
 }
 
@@ -112,9 +182,12 @@ QuantErrorStats quantizationError(const std::vector<float>& values,
         // input dimension of a weight.
         const at::Tensor x =
             at::from_blob(const_cast<float*>(values.data()), {1, n}, at::kFloat);
+        // A block format's group is its block (32 or 16), whatever groupSize says.
+        const std::int64_t blockSize = quant::traits(type).blockSize;
         const quant::Granularity granularity =
-            settings.groupSize > 0 ? quant::Granularity::perGroup(1, settings.groupSize)
-                                   : quant::Granularity::perTensor();
+            blockSize > 0             ? quant::Granularity::perGroup(1, blockSize)
+            : settings.groupSize > 0 ? quant::Granularity::perGroup(1, settings.groupSize)
+                                     : quant::Granularity::perTensor();
         const auto [lo, hi] = quant::blockMinMax(x, granularity);
         const double fraction = std::clamp(settings.clipFraction, 0.05, 1.0);
         const at::Tensor clip = at::maximum(lo.abs(), hi.abs()) * fraction;
@@ -221,6 +294,18 @@ std::vector<double> codePoints(std::string_view weightType, bool symmetric, doub
         return mirrored(fp8Magnitudes(3, 7, 448.0), absMax / 448.0);
     if (weightType == "fp8_e5m2")
         return mirrored(fp8Magnitudes(2, 15, 57344.0), absMax / 57344.0);
+    if (const std::int64_t size = blockSizeOf(weightType); size > 0) {
+        // The block that holds max|w|: its grid, within [lo, hi].
+        std::vector<float> block(static_cast<std::size_t>(size), 0.0f);
+        block[0] = static_cast<float>(absMax);
+        const BlockView view = blockView(block, weightType, 0);
+        // (a relative 1e-6 of slack keeps NVFP4's largest code, amax to a float32 rounding)
+        const double slack = 1e-6 * absMax;
+        for (const double v : view.grid)
+            if (v >= lo - slack && v <= hi + slack)
+                values.push_back(v);
+        return values;
+    }
     return {};  // float types: the grid is finer than any histogram bin
 }
 
@@ -258,6 +343,97 @@ std::vector<double> float8PositiveValues(std::string_view format)
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
+}
+
+bool isBlockFormatName(std::string_view format) { return blockType(format).has_value(); }
+
+std::int64_t blockSizeOf(std::string_view format)
+{
+    const auto t = blockType(format);
+    return t ? quant::traits(*t).blockSize : 0;
+}
+
+std::vector<std::string> blockFormatNames()
+{
+    std::vector<std::string> names;
+    for (const quant::QuantTypeTraits& t : quant::allQuantTypes())
+        if (quant::isBlockFormat(t))
+            names.emplace_back(t.name);
+    return names;
+}
+
+BlockView blockView(const std::vector<float>& values, std::string_view format,
+                    std::int64_t block)
+{
+    BlockView out;
+    out.format = std::string(format);
+    out.block = block;
+    const auto type = blockType(format);
+    if (!type || values.empty())
+        return out;
+    const quant::QuantTypeTraits& t = quant::traits(*type);
+    const auto n = static_cast<std::int64_t>(values.size());
+    out.blockSize = t.blockSize;
+    out.blocks = (n + t.blockSize - 1) / t.blockSize;
+    if (block < 0 || block >= out.blocks)
+        return out;
+    try {
+        c10::InferenceMode guard;
+        const std::int64_t begin = block * t.blockSize;
+        const std::int64_t end = std::min(n, begin + t.blockSize);
+        const BlockQuantized q = quantizeBlocks(values, begin, end, *type);
+        const double* d = q.dequantized.data_ptr<double>();
+        double signal = 0.0;
+        double noise = 0.0;
+        for (std::int64_t i = begin; i < end; ++i) {
+            const double v = values[static_cast<std::size_t>(i)];
+            const double r = d[i - begin];
+            out.values.push_back(v);
+            out.quantized.push_back(r);
+            out.amax = std::max(out.amax, std::abs(v));
+            signal += v * v;
+            noise += (v - r) * (v - r);
+        }
+        out.sqnrDb = noise > 0.0 ? 10.0 * std::log10(signal / noise)
+                                 : std::numeric_limits<double>::infinity();
+        out.scale = q.qparams.scale.reshape({-1})[0].item<double>();
+        const at::Tensor stored = q.qparams.blockScale.reshape({-1})[0];
+        if (t.blockScale == quant::BlockScale::E4M3) {
+            out.e4m3 = stored.to(at::kFloat).item<double>();
+            out.scaleByte = stored.view(at::kByte).item<int>();
+            out.tensorScale = q.qparams.tensorScale;
+        } else {
+            out.scaleByte = stored.to(at::kInt).item<int>();
+        }
+        const std::vector<double> elements = elementValues(t);
+        out.elementMax = std::max(std::abs(elements.front()), std::abs(elements.back()));
+        for (const double e : elements)
+            out.grid.push_back(e * out.scale);
+        out.valid = std::isfinite(out.scale) && out.scale > 0.0;
+    } catch (const std::exception&) {
+        out.valid = false;
+    }
+    return out;
+}
+
+std::vector<double> blockScales(const std::vector<float>& values, std::string_view format,
+                                std::int64_t maxBlocks)
+{
+    const auto type = blockType(format);
+    if (!type || values.empty() || maxBlocks <= 0)
+        return {};
+    try {
+        c10::InferenceMode guard;
+        const auto n = static_cast<std::int64_t>(values.size());
+        const std::int64_t end = std::min(n, maxBlocks * quant::traits(*type).blockSize);
+        const BlockQuantized q = quantizeBlocks(values, 0, end, *type);
+        const at::Tensor s =
+            q.qparams.scale.to(at::kDouble).contiguous().reshape({-1}).narrow(0, 0, q.blocks);
+        const double* d = s.data_ptr<double>();
+        return {d, d + s.numel()};
+    } catch (const std::exception&) {
+        return {};
+    }
 }
 
 } // namespace bitlens::analysis

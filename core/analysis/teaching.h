@@ -59,11 +59,14 @@ struct ValueHistogram {
 ValueHistogram valueHistogram(const std::vector<float>& values, int bins);
 
 /// The representable values that `weightType` ("int8", "uint8", "int4", "uint4", "int2",
-/// "nf4", "fp4_e2m1", "fp8_e4m3", "fp8_e5m2") places in the range [lo, hi], ascending, in a
-/// per-tensor view: symmetric integer types put 2^(bits-1)-1 steps each side of 0 up to
-/// max(|lo|, |hi|) (int8: k * max|w| / 127, k in -127..127), asymmetric ones 2^bits-1 steps
-/// from lo to hi; NF4/FP4/FP8 are their code points scaled so the largest is max|w|. Empty for
-/// float types (finer than any drawing), an empty range or a non-finite one.
+/// "nf4", "fp4_e2m1", "fp8_e4m3", "fp8_e5m2", or a block format) places in the range [lo, hi],
+/// ascending, in a per-tensor view: symmetric integer types put 2^(bits-1)-1 steps each side of
+/// 0 up to max(|lo|, |hi|) (int8: k * max|w| / 127, k in -127..127), asymmetric ones 2^bits-1
+/// steps from lo to hi; NF4/FP4/FP8 are their code points scaled so the largest is max|w|; a
+/// block format gives the grid of a block whose max |w| is max(|lo|, |hi|), with its own
+/// scale rule (MX: a power of two, so the largest code may pass max|w|; NVFP4: E4M3), clipped
+/// to [lo, hi]. Empty for float types (finer than any drawing), an empty range or a
+/// non-finite one.
 std::vector<double> codePoints(std::string_view weightType, bool symmetric, double lo, double hi);
 
 /// The code points of `settings` on [-clip, clip], as the Teach tab draws them: codePoints()
@@ -75,5 +78,50 @@ std::vector<double> teachingCodePoints(const TeachingSettings& settings, double 
 /// cast by LibTorch, so they are exactly what core's FP8 quantization rounds to. Empty for any
 /// other name.
 std::vector<double> float8PositiveValues(std::string_view format);
+
+/// True for the block formats ("mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3",
+/// "mxfp8_e5m2", "mxint8", "nvfp4"): one shared scale per block of 32 (MX) or 16 (NVFP4).
+bool isBlockFormatName(std::string_view format);
+/// Elements per shared scale of a block format (32 or 16); 0 for any other name.
+std::int64_t blockSizeOf(std::string_view format);
+/// Every block format's name, in the QuantType table's order.
+std::vector<std::string> blockFormatNames();
+
+/// One block of a vector quantized in a block format, as the Teach tab draws it: the block's
+/// weights, their quantized values, the element grid that block's scale puts them on, and the
+/// scale as stored (MX: an E8M0 byte, a power of two; NVFP4: an E4M3 byte under the vector's
+/// float32 scale, so the grid moves in steps of 1/8 of an octave instead of whole octaves).
+struct BlockView {
+    std::string format;
+    std::int64_t block = 0;      ///< which block (0-based)
+    std::int64_t blocks = 0;     ///< blocks in the vector (the last may be shorter)
+    std::int64_t blockSize = 0;  ///< 32 or 16
+    std::vector<double> values;     ///< the block's weights
+    std::vector<double> quantized;  ///< the same after quantize / dequantize (core's)
+    std::vector<double> grid;       ///< every value the block can hold, ascending
+    double amax = 0.0;              ///< max |w| of the block
+    double scale = 0.0;      ///< the multiplier of the element grid (MX 2^(e - 127); NVFP4
+                             ///< e4m3 x tensorScale)
+    int scaleByte = 0;       ///< the stored block scale: E8M0's biased exponent, or E4M3's bits
+    double e4m3 = 0.0;       ///< NVFP4: the E4M3 block scale's value
+    double tensorScale = 0.0;  ///< NVFP4: the float32 per-tensor scale (amax / (6 * 448))
+    double elementMax = 0.0;   ///< the element format's largest value (E2M1 6, E4M3 448, ...)
+    double sqnrDb = 0.0;       ///< of this block; +inf when exact
+    bool valid = false;
+};
+
+/// Block `block` of `values` (as a [1, n] weight; blocks run along it) quantized with block
+/// format `format` through core's chooseQParams / quantize / dequantize, NVFP4 under the whole
+/// vector's tensor scale. O(n) for the max scan, then O(block size). `valid` is false for an
+/// unknown format, an empty vector or a block past the end. Never throws.
+BlockView blockView(const std::vector<float>& values, std::string_view format,
+                    std::int64_t block);
+
+/// The grid scale of the first `maxBlocks` blocks of `values` in block format `format`
+/// (BlockView::scale, block by block, NVFP4's under the whole vector's tensor scale), for the
+/// Teach tab's staircase; empty when the format is not a block format. O(n) for the max scan,
+/// then O(maxBlocks x block size).
+std::vector<double> blockScales(const std::vector<float>& values, std::string_view format,
+                                std::int64_t maxBlocks = 256);
 
 } // namespace bitlens::analysis

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -181,6 +182,132 @@ TEST(TeachingQuantError, EmptyOrUnknownIsInvalid)
     EXPECT_FALSE(quantizationError(gaussian(16), s).valid);
     s.format = "nf4";
     EXPECT_TRUE(quantizationError(gaussian(256), s).valid);
+}
+
+// ---- block formats (MX, NVFP4) -----------------------------------------------------------
+
+/// 64 values: block 0 (of 32) with max |w| 0.41, block 1 with 0.2.
+std::vector<float> twoBlocks()
+{
+    std::vector<float> v = gaussian(64, 5);
+    for (float& x : v)
+        x = std::clamp(x * 0.05f, -0.15f, 0.15f);
+    v[3] = -0.41f;
+    v[40] = 0.2f;
+    return v;
+}
+
+TEST(TeachingBlocks, MxScaleIsAPowerOfTwoAndTheGridMovesByOctaves)
+{
+    const std::vector<float> v = twoBlocks();
+    const BlockView b0 = blockView(v, "mxfp4", 0);
+    ASSERT_TRUE(b0.valid);
+    EXPECT_EQ(b0.blocks, 2);
+    EXPECT_EQ(b0.blockSize, 32);
+    EXPECT_EQ(b0.values.size(), 32u);
+    EXPECT_FLOAT_EQ(b0.amax, 0.41f);
+    // OCP's FLOOR rule: floor(log2 0.41) - emax(E2M1) = -2 - 2 = -4, stored as 127 - 4.
+    EXPECT_EQ(b0.scaleByte, 123);
+    EXPECT_DOUBLE_EQ(b0.scale, 0.0625);
+    EXPECT_DOUBLE_EQ(b0.elementMax, 6.0);
+    ASSERT_EQ(b0.grid.size(), 15u);  // ±{0.5, 1, 1.5, 2, 3, 4, 6} and 0
+    EXPECT_DOUBLE_EQ(b0.grid.back(), 0.375);
+    // 0.41 / 0.0625 = 6.56 is past E2M1's 6: it saturates to the largest code.
+    EXPECT_DOUBLE_EQ(b0.quantized[3], -0.375);
+    const BlockView b1 = blockView(v, "mxfp4", 1);
+    ASSERT_TRUE(b1.valid);
+    EXPECT_EQ(b1.scaleByte, 122);  // floor(log2 0.2) - 2 = -5: one octave down
+    EXPECT_DOUBLE_EQ(b1.scale, b0.scale / 2.0);
+    EXPECT_DOUBLE_EQ(b1.quantized[40 - 32], 0.1875);  // 0.2 / 2^-5 = 6.4 -> 6
+    for (std::size_t i = 0; i < b0.values.size(); ++i) {
+        const auto nearest = std::min_element(b0.grid.begin(), b0.grid.end(),
+                                              [&](double a, double c) {
+                                                  return std::abs(a - b0.quantized[i]) <
+                                                         std::abs(c - b0.quantized[i]);
+                                              });
+        EXPECT_DOUBLE_EQ(*nearest, b0.quantized[i]) << i;  // every value lands on the grid
+    }
+    const std::vector<double> scales = blockScales(v, "mxfp4");
+    ASSERT_EQ(scales.size(), 2u);
+    EXPECT_DOUBLE_EQ(scales[0], b0.scale);
+    EXPECT_DOUBLE_EQ(scales[1], b1.scale);
+}
+
+TEST(TeachingBlocks, NvFp4HasTwoLevelsOfScale)
+{
+    const std::vector<float> v = twoBlocks();
+    for (std::int64_t block = 0; block < 4; ++block) {
+        const BlockView b = blockView(v, "nvfp4", block);
+        ASSERT_TRUE(b.valid) << block;
+        EXPECT_EQ(b.blocks, 4);
+        EXPECT_EQ(b.blockSize, 16);
+        // One float32 scale for the vector, amax / (6 * 448); an E4M3 scale per block of 16.
+        EXPECT_FLOAT_EQ(b.tensorScale, 0.41f / 2688.0f);
+        EXPECT_FLOAT_EQ(b.scale, static_cast<float>(b.e4m3 * b.tensorScale));
+        EXPECT_GT(b.scaleByte, 0);
+        EXPECT_LT(b.scaleByte, 0x7F);
+        // E4M3 rounds amax / 6 / tensorScale to 3 mantissa bits: the largest code lands within
+        // 1/16 of the block's max |w|, not within an octave as MX's does.
+        EXPECT_NEAR(6.0 * b.scale / b.amax, 1.0, 1.0 / 16.0) << block;
+    }
+    EXPECT_FALSE(blockView(v, "nvfp4", 4).valid);
+    EXPECT_FALSE(blockView(v, "int8", 0).valid);
+    EXPECT_FALSE(blockView({}, "mxfp4", 0).valid);
+}
+
+TEST(TeachingBlocks, EveryBlockFormatHasAGridAndItsNamesComeFromTheTable)
+{
+    const std::vector<std::string> names = blockFormatNames();
+    EXPECT_EQ(names, (std::vector<std::string>{"mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3",
+                                               "mxfp8_e5m2", "mxint8", "nvfp4"}));
+    const std::vector<float> v = twoBlocks();
+    for (const std::string& name : names) {
+        SCOPED_TRACE(name);
+        EXPECT_TRUE(isBlockFormatName(name));
+        EXPECT_EQ(blockSizeOf(name), name == "nvfp4" ? 16 : 32);
+        const BlockView b = blockView(v, name, 0);
+        ASSERT_TRUE(b.valid);
+        EXPECT_TRUE(std::is_sorted(b.grid.begin(), b.grid.end()));
+        EXPECT_DOUBLE_EQ(b.grid.back(), b.elementMax * b.scale);
+        EXPECT_GT(b.sqnrDb, 0.0);
+    }
+    EXPECT_FALSE(isBlockFormatName("fp4_e2m1"));
+    EXPECT_EQ(blockSizeOf("int8"), 0);
+}
+
+TEST(TeachingBlocks, CodePointsOfTheBlockHoldingTheMaximum)
+{
+    // MXFP4, max|w| 1: scale 2^-2, so E2M1's 6 and 4... become 1.5 and 1; 1.5 is past the
+    // range: 13 values ±{0.125 ... 1}.
+    const std::vector<double> mx = codePoints("mxfp4", true, -1.0, 1.0);
+    ASSERT_EQ(mx.size(), 13u);
+    EXPECT_DOUBLE_EQ(mx.back(), 1.0);
+    EXPECT_DOUBLE_EQ(mx[7], 0.125);
+    // NVFP4: the E4M3 scale is 448 under the tensor scale, so the grid is E2M1 x max|w| / 6.
+    const std::vector<double> nv = codePoints("nvfp4", true, -1.0, 1.0);
+    ASSERT_EQ(nv.size(), 15u);
+    EXPECT_NEAR(nv.back(), 1.0, 1e-6);
+    EXPECT_NEAR(nv[8], 0.5 / 6.0, 1e-7);
+}
+
+TEST(TeachingQuantError, BlockFormatsQuantizeInTheirOwnBlocks)
+{
+    const std::vector<float> v = gaussian(4096);
+    TeachingSettings s;
+    s.format = "mxfp4";
+    const QuantErrorStats perTensor = quantizationError(v, s);
+    s.groupSize = 128;  // ignored: the block is the group
+    const QuantErrorStats grouped = quantizationError(v, s);
+    ASSERT_TRUE(perTensor.valid);
+    EXPECT_DOUBLE_EQ(perTensor.sqnrDb, grouped.sqnrDb);
+    // NVFP4's finer block scales beat MXFP4's (as published).
+    s.format = "nvfp4";
+    const QuantErrorStats nv = quantizationError(v, s);
+    ASSERT_TRUE(nv.valid);
+    EXPECT_GT(nv.sqnrDb, perTensor.sqnrDb);
+    // Clipping a block format clips its scale's amax: at half the range it loses.
+    s.clipFraction = 0.5;
+    EXPECT_LT(quantizationError(v, s).sqnrDb, nv.sqnrDb);
 }
 
 } // namespace

@@ -208,8 +208,55 @@ private Q_SLOTS:
         QVERIFY(chart->e5m2Series()->name().contains(QLatin1String("4 per octave")));
 
         const std::vector<int> rows = view.fourBitChart()->rowCounts();
-        QCOMPARE(rows, (std::vector<int>{16, 15, 15})); // NF4, int4 (-7..7), FP4 (+-0 one)
+        // NF4, int4 (-7..7), FP4 (+-0 one), MXFP4 (scale 2^-2: 6 and 4 x 2^-2 = 1.5 and 1, so
+        // 1.5 is past max|w| = 1 and 13 remain), NVFP4 (E4M3 448 under amax / 2688: 15).
+        QCOMPARE(rows, (std::vector<int>{16, 15, 15, 13, 15}));
         QVERIFY(view.fourBitChart()->densitySeries()->count() > 100);
+    }
+
+    void blockScalesShowTheSharedScaleAndItsGrid()
+    {
+        // 4 blocks of 32 whose max |w| is 0.41, 0.2, 0.05 and 0.9: MX scales 2^-4, 2^-5, 2^-7,
+        // 2^-3 (floor(log2 amax) - 2).
+        std::vector<float> w = gaussian(128, 0.01f);
+        const float peaks[] = {-0.41f, 0.2f, 0.05f, 0.9f};
+        for (int b = 0; b < 4; ++b)
+            w[static_cast<std::size_t>(b * 32 + 5)] = peaks[b];
+        TeachingView view;
+        BlockScaleView* blocks = view.blockView();
+        QVERIFY(!blocks->gridChart()->hasData());
+        QVERIFY(blocks->gridChart()->message().contains(QLatin1String("choose a layer")));
+        QVERIFY(view.tabs()->tabText(3).contains(QLatin1String("Block scales")));
+        view.setWeights(QStringLiteral("fc1"), w);
+        QCOMPARE(blocks->format(), QStringLiteral("mxfp4"));
+        QVERIFY(blocks->gridChart()->hasData());
+        QCOMPARE(blocks->block().scaleByte, 123);
+        QCOMPARE(blocks->gridChart()->pointCount(), 32);
+        QCOMPARE(blocks->gridChart()->gridCount(), 15);
+        QVERIFY(blocks->readoutText().contains(QLatin1String("E8M0 0x7B = 2^-4")));
+        QVERIFY(blocks->readoutText().contains(QLatin1String("saturates")));  // 0.41 > 6/16
+        QVERIFY(blocks->gridChart()->chart()->title().contains(QLatin1String("block 0 of 4")));
+        blocks->setBlockIndex(3);
+        QCOMPARE(blocks->block().scaleByte, 124);
+        QCOMPARE(blocks->staircaseChart()->blockCount(), 4);
+        QCOMPARE(blocks->staircaseChart()->distinctScales(), 4);
+        QVERIFY(blocks->staircaseChart()->chart()->title().contains(QLatin1String("whole octaves")));
+        // NVFP4: 8 blocks of 16, E4M3 block scales under one float32 tensor scale (0.9 / 2688).
+        view.setFormat(QStringLiteral("nvfp4"));  // the grid tab's combo drives this tab too
+        QCOMPARE(blocks->format(), QStringLiteral("nvfp4"));
+        QCOMPARE(blocks->staircaseChart()->blockCount(), 8);
+        QVERIFY(blocks->readoutText().contains(QLatin1String("E4M3 0x")));
+        QVERIFY(blocks->readoutText().contains(QLatin1String("tensor scale 0.0003348")));
+        QVERIFY(std::abs(blocks->block().tensorScale - 0.9 / 2688.0) < 1e-9);
+        // The grid tab: a block format's group is its block.
+        QVERIFY(view.stats().valid);
+        QVERIFY(view.gridChart()->chart()->title().contains(QLatin1String("blocks of 16")));
+        blocks->setBlockIndex(99);  // clamped to the last block
+        QCOMPARE(blocks->block().block, 7);
+        for (const QString& format : BlockScaleView::formats()) {
+            blocks->setFormat(format);
+            QVERIFY2(blocks->block().valid && blocks->gridChart()->hasData(), qPrintable(format));
+        }
     }
 
     void hardwarePanelListsCpuFlags()
@@ -309,6 +356,15 @@ private Q_SLOTS:
         QTest::qWait(50);
         QVERIFY(view.grab().save(QStringLiteral("/tmp/teach-grid-int8.png")));
         QVERIFY(view.gridChart()->exportTo(QStringLiteral("/tmp/teach-grid-export.svg")));
+        // The block tab, MXFP4 then NVFP4 on the same weights.
+        view.tabs()->setCurrentIndex(3);
+        view.blockView()->setBlockIndex(5);
+        for (const char* format : {"mxfp4", "nvfp4"}) {
+            view.blockView()->setFormat(QString::fromLatin1(format));
+            QTest::qWait(50);
+            QVERIFY(view.grab().save(QStringLiteral("/tmp/teach-blocks-%1.png")
+                                         .arg(QString::fromLatin1(format))));
+        }
     }
 };
 
