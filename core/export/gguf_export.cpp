@@ -38,6 +38,8 @@ std::uint32_t fileType(const std::optional<GgmlType>& type)
 {
     if (!type)
         return 0;  // ALL_F32
+    if (*type == GgmlType::MXFP4)
+        return 38;  // MOSTLY_MXFP4_MOE (llama.cpp's only MXFP4 file type)
     switch (*type) {
     case GgmlType::F16: return 1;
     case GgmlType::Q4_0: return 2;
@@ -208,9 +210,12 @@ std::optional<std::string> ggufLimitation(const quant::LayerConfig& c)
 {
     if (c.keepFloat || c.ggmlType)
         return std::nullopt;
+    // ggml's MXFP4 holds OCP MXFP4 weights as they are (E2M1 codes, E8M0 block exponents).
+    if (c.weightType == quant::QuantType::MXFP4 && c.actMode == quant::ActMode::Float)
+        return std::nullopt;
     return "GGUF holds ggml block types only; quantize with a gguf-* preset (gguf-f16, "
-           "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q4_k, gguf-q6_k), whose error is the file's "
-           "(layers may be overridden to float)";
+           "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q4_k, gguf-q6_k), whose error is the file's, "
+           "or with mxfp4-w (ggml's MXFP4) (layers may be overridden to float)";
 }
 
 
@@ -287,7 +292,10 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
 
         GgufSummary summary;
         io::GgufWriter writer;
-        const std::optional<GgmlType> mainType = model.scheme.config.ggmlType;
+        const bool mxfp4 = !model.scheme.config.ggmlType &&
+                           model.scheme.config.weightType == quant::QuantType::MXFP4;
+        const std::optional<GgmlType> mainType =
+            mxfp4 ? std::optional<GgmlType>(GgmlType::MXFP4) : model.scheme.config.ggmlType;
         const at::Tensor& embed = initOf(plan.front().node, 0);
         std::string name = std::filesystem::path(source.modelPath).stem().string();
         if (std::filesystem::path(source.modelPath).extension() == ".gguf")
@@ -328,7 +336,7 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
             if (p.name == "token_embd.weight") {
                 // Not quantized in-app (a Gather): the smallest type that holds it exactly.
                 std::vector<GgmlType> candidates;
-                if (mainType)
+                if (mainType && *mainType != GgmlType::MXFP4)
                     candidates.push_back(quant::ggmlTypeForRow(*mainType, w.size(1)));
                 candidates.insert(candidates.end(), {GgmlType::Q8_0, GgmlType::F16});
                 GgmlType chosen = GgmlType::F32;
@@ -358,6 +366,36 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
             rows = rows.to(at::kCPU, at::kFloat).contiguous();
             if (p.permuteHeads > 0)
                 rows = permuteForRope(rows, p.permuteHeads);
+            if (quantized && lq->second.weight.type == quant::QuantType::MXFP4) {
+                // BitLens's own codes and exponents, rows permuted for rope as the weights are.
+                const quant::LayerQuant& l = lq->second;
+                const at::Tensor view = quant::weightView(*p.node, quant::codeSource(l));
+                at::Tensor codes = quant::quantize(view.to(at::kCPU, at::kFloat), l.weight)
+                                       .to(at::kByte);
+                at::Tensor exps = l.weight.blockScale.to(at::kCPU, at::kByte).reshape(
+                    {codes.size(0), -1});
+                if (p.permuteHeads > 0) {
+                    codes = permuteForRope(codes, p.permuteHeads);
+                    exps = permuteForRope(exps, p.permuteHeads);
+                }
+                if (codes.size(1) % 32 != 0)
+                    return Error::unsupported(path, p.name + ": rows of " +
+                                                        std::to_string(codes.size(1)) +
+                                                        " values are not whole MXFP4 blocks of 32");
+                codes = codes.contiguous();
+                exps = exps.contiguous();
+                auto bytes = formats::packMxfp4(
+                    {codes.const_data_ptr<std::uint8_t>(), static_cast<std::size_t>(codes.numel())},
+                    {exps.const_data_ptr<std::uint8_t>(), static_cast<std::size_t>(exps.numel())});
+                if (!bytes)
+                    return bytes.error();
+                ++summary.quantizedLayers;
+                if (auto r = writer.addRawTensor(p.name, {codes.size(1), codes.size(0)},
+                                                 GgmlType::MXFP4, std::move(*bytes));
+                    !r)
+                    return r.error();
+                continue;
+            }
             GgmlType t = GgmlType::F32;
             if (quantized) {
                 t = quant::ggmlTypeForRow(*lq->second.config.ggmlType, rows.size(1));

@@ -1036,7 +1036,34 @@ void q8_KToFloat(const std::uint8_t* src, float* y, std::int64_t n)
     }
 }
 
+/// ggml's MXFP4 (block_mxfp4): per 32 values one E8M0 exponent byte e, then 16 bytes whose low
+/// nibbles are values 0..15 and high nibbles 16..31, each an E2M1 bit pattern. ggml stores the
+/// element table doubled (kvalues_mxfp4 = 0, 1, 2, 3, 4, 6, 8, 12, ...) and multiplies by
+/// GGML_E8M0_TO_FP32_HALF(e) = 2^(e - 128), so a value is E2M1 x 2^(e - 127), OCP's rule.
+constexpr float kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/// GGML_E8M0_TO_FP32_HALF: 2^(e - 128) in float32, e = 0 and 1 the subnormals 2^-128, 2^-127.
+float e8m0Half(std::uint8_t e)
+{
+    const std::uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<std::uint32_t>(e - 1) << 23);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+void mxfp4ToFloat(const std::uint8_t* src, float* dst, std::int64_t n)
+{
+    for (std::int64_t b = 0; b < n / 32; ++b, src += 17, dst += 32) {
+        const float d = e8m0Half(src[0]);
+        for (int j = 0; j < 16; ++j) {
+            dst[j] = kMxfp4Doubled[src[1 + j] & 0x0F] * d;
+            dst[j + 16] = kMxfp4Doubled[src[1 + j] >> 4] * d;
+        }
+    }
+}
+
 using T = GgmlType;
+
 constexpr GgmlTypeTraits kTraits[] = {
     {T::F32, "F32", 1, 4, f32ToFloat, f32FromFloat},
     {T::F16, "F16", 1, 2, f16ToFloat, f16FromFloat},
@@ -1069,7 +1096,7 @@ constexpr GgmlTypeTraits kTraits[] = {
     {T::BF16, "BF16", 1, 2, bf16ToFloat, bf16FromFloat},
     {T::TQ1_0, "TQ1_0", 256, 54, nullptr, nullptr},
     {T::TQ2_0, "TQ2_0", 256, 66, nullptr, nullptr},
-    {T::MXFP4, "MXFP4", 32, 17, nullptr, nullptr},
+    {T::MXFP4, "MXFP4", 32, 17, mxfp4ToFloat, nullptr},
 };
 
 bool isPlainFloat(GgmlType type)
@@ -1170,6 +1197,27 @@ Result<void> ggmlDequantize(std::span<const std::uint8_t> src, GgmlType type, st
     if (n > 0)
         t.toFloat(src.data(), dst.data(), n);
     return {};
+}
+
+Result<std::vector<std::uint8_t>> packMxfp4(std::span<const std::uint8_t> codes,
+                                            std::span<const std::uint8_t> exponents)
+{
+    if (codes.size() % 32 != 0 || exponents.size() != codes.size() / 32)
+        return Error::usage("MXFP4 packs 32 codes per exponent: " + std::to_string(codes.size()) +
+                            " codes, " + std::to_string(exponents.size()) + " exponents");
+    std::vector<std::uint8_t> out(exponents.size() * 17);
+    for (std::size_t b = 0; b < exponents.size(); ++b) {
+        std::uint8_t* block = out.data() + 17 * b;
+        const std::uint8_t* c = codes.data() + 32 * b;
+        block[0] = exponents[b];
+        for (int j = 0; j < 16; ++j) {
+            if ((c[j] | c[j + 16]) > 15)
+                return Error::usage("an E2M1 code is a 4-bit pattern, not " +
+                                    std::to_string(std::max(c[j], c[j + 16])));
+            block[1 + j] = static_cast<std::uint8_t>(c[j] | (c[j + 16] << 4));
+        }
+    }
+    return out;
 }
 
 } // namespace bitlens::formats

@@ -96,4 +96,11 @@ float fp16ToFp32(std::uint16_t bits);
 /// float32 -> bfloat16 bits as ggml rounds: to nearest even, NaN made quiet.
 std::uint16_t fp32ToBf16(float value);
 
+/// MXFP4 blocks (ggml's block_mxfp4) from E2M1 codes (4-bit patterns, sign in bit 3; a multiple
+/// of 32, row-major) and one E8M0 exponent byte per 32 codes: BitLens's own mxfp4 codes, written
+/// as they are (ggml's quantizer rounds ties differently: 0.75 to 0.5, where OCP / torchao round
+/// to the even 1.0). Usage error on sizes that do not match or a code above 15.
+Result<std::vector<std::uint8_t>> packMxfp4(std::span<const std::uint8_t> codes,
+                                            std::span<const std::uint8_t> exponents);
+
 } // namespace bitlens::formats

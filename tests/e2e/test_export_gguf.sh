@@ -34,15 +34,18 @@ assert all(x['kld'] > 0 for x in r) and all(r[i]['kld'] >= r[i+1]['kld'] for i i
 "
 expect sensitivity-kld-table grep -q "mean KLD" "$tmp/out"
 
-for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-f16; do
+# mxfp4-w writes BitLens's own OCP MXFP4 codes and E8M0 exponents as ggml's MXFP4 blocks (the
+# head stays float32, as the MX presets keep it).
+for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-f16 mxfp4-w; do
   out="$tmp/$scheme.gguf"
+  layers=15; [ "$scheme" = mxfp4-w ] && layers=14
   check "export-$scheme" 0 "$cli" export "$tmp/hf" --scheme $scheme --format gguf --out "$out" \
     --verify --eval "$tmp/text.txt" --seq-len 32 --limit 4 --json
   cp "$tmp/out" "$tmp/$scheme.json"
   expect "export-$scheme-json" report "$tmp/$scheme.json" "
 v = d['verify']
-assert d['format'] == 'gguf' and d['bytes'] > 0 and d['quantized_layers'] == 15, d
-assert v['ok'] and v['max_abs_diff'] == 0 and v['weights_checked'] == 15, v
+assert d['format'] == 'gguf' and d['bytes'] > 0 and d['quantized_layers'] == $layers, d
+assert v['ok'] and v['max_abs_diff'] == 0 and v['weights_checked'] == $layers, v
 assert v['weights_mismatched'] == 0 and v['samples'] == 4, v
 assert any('tokenizer: byte-level BPE' in n for n in d['notes']), d['notes']
 "
@@ -74,7 +77,7 @@ assert abs(val("llama.rope.freq_base") - 10000.0) < 1e-3
 assert abs(val("llama.attention.layer_norm_rms_epsilon") - 1e-5) < 1e-9
 assert len(kv["tokenizer.ggml.tokens"].data) == 600
 want = {"gguf-q8_0": T.Q8_0, "gguf-q4_0": T.Q4_0, "gguf-q4_1": T.Q4_1, "gguf-q4_k": T.Q4_K,
-        "gguf-f16": T.F16}[scheme]
+        "gguf-f16": T.F16, "mxfp4-w": T.MXFP4}[scheme]
 names = {t.name: t for t in f.tensors}
 refs = {t.name: t for t in ref.tensors}
 assert len(names) == 2 * 9 + 3, sorted(names)
@@ -88,6 +91,8 @@ hf = {"blk.0.attn_q.weight": permute(w["model.layers.0.self_attn.q_proj.weight"]
 checked = 0
 for name, t in names.items():
     if name.endswith("norm.weight"):
+        assert t.tensor_type == T.F32, (name, t.tensor_type)
+    elif scheme == "mxfp4-w" and name == "output.weight":
         assert t.tensor_type == T.F32, (name, t.tensor_type)
     elif name != "token_embd.weight":
         assert t.tensor_type == want, (name, t.tensor_type)

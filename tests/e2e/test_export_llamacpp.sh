@@ -67,7 +67,9 @@ diff, top = np.abs(l - f).max(), np.abs(f).max()
 print(f"F32 export: max |llama.cpp - BitLens float| {diff:.3g} of max |logit| {top:.3g}")
 assert diff <= 1e-4 * top, (diff, top)
 PY
-for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-q6_k gguf-f16; do
+# mxfp4-w: ggml's MXFP4 blocks, which llama.cpp's CPU backend multiplies against Q8-quantized
+# activations (its vec_dot for MXFP4), so the agreement is top-1, as for the other block types.
+for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-q6_k gguf-f16 mxfp4-w; do
   check "tiny-export-$scheme" 0 "$cli" export "$tmp/hf" --scheme $scheme --format gguf \
     --out "$tmp/$scheme.gguf" --eval "$tmp/text.txt" --seq-len 32 --limit 2 --quiet
   check "tiny-bitlens-$scheme" 0 "$cli" run "$tmp/hf" --input "$tmp/ids2d.npy" \

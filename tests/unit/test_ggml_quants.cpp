@@ -310,3 +310,31 @@ TEST(GgmlQuants, HalfAndBFloat16RoundToNearestEven)
     EXPECT_EQ(formats::fp32ToBf16(b), 0x3f82);
     EXPECT_EQ(formats::fp32ToBf16(std::nanf("")) & 0x7fc0, 0x7fc0);
 }
+
+// MXFP4: ggml's doubled table times GGML_E8M0_TO_FP32_HALF is OCP's E2M1 x 2^(e - 127) for
+// random exponents, both subnormal ones (0 and 1) and every code, through packMxfp4's layout.
+// (gguf-py's dequantizer and llama.cpp read the exported files in e2e.test_export_gguf and
+// e2e.test_export_llamacpp.)
+TEST(GgmlQuants, Mxfp4DequantizesAsOcpSaysThroughGgmlsLayout)
+{
+    std::mt19937 rng(5);
+    const int blocks = 64;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(blocks * 32));
+    std::vector<std::uint8_t> exps(static_cast<std::size_t>(blocks));
+    for (auto& c : codes)
+        c = static_cast<std::uint8_t>(rng() % 16);
+    for (int b = 0; b < blocks; ++b)
+        exps[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(b < 2 ? b : 100 + rng() % 60);
+    auto bytes = formats::packMxfp4(codes, exps);
+    ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+    ASSERT_EQ(bytes->size(), static_cast<std::size_t>(blocks * 17));
+    std::vector<float> got(codes.size());
+    ASSERT_TRUE(formats::ggmlDequantize(*bytes, GgmlType::MXFP4, got).ok());
+    // E2M1 by bit pattern times 2^(e - 127), e = 0 the subnormal 2^-127.
+    const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (std::size_t i = 0; i < codes.size(); ++i)
+        ASSERT_EQ(got[i], e2m1[codes[i]] * std::ldexp(1.0f, exps[i / 32] - 127)) << i;
+    EXPECT_FALSE(formats::packMxfp4(std::span(codes).first(31), exps).ok());
+    codes[3] = 16;
+    EXPECT_FALSE(formats::packMxfp4(codes, exps).ok());
+}

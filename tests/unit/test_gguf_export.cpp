@@ -353,3 +353,54 @@ TEST(GgufExport, OtherSchemesAndModelsAreRefusedWithoutAFile)
     std::sort(left.begin(), left.end());
     EXPECT_EQ(left, (std::vector<std::string>{"f.gguf", "keep.gguf", "s.json"}));
 }
+
+// mxfp4-w: every projection as ggml's MXFP4 (BitLens's own E2M1 codes and E8M0 exponents, rows
+// permuted for rope like the weights), read back exactly as the in-app weight; the head stays
+// F32 as the MX presets keep it; general.file_type is llama.cpp's MOSTLY_MXFP4_MOE.
+TEST(GgufExport, Mxfp4WeightsAreWrittenAsGgmlMxfp4BitForBit)
+{
+    const TinyLlama t = tinyLlama(256, 512, /*tied=*/false, 3);
+    test::TempDir dir;
+    const auto m = prepared(t.graph, "mxfp4-w");
+    const std::string path = dir.file("mx.gguf");
+    auto r = exporting::exportModel(m, exporting::ExportFormat::Gguf, path);
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    EXPECT_EQ(r->quantizedLayers, 2 * 7);
+    auto f = io::GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.error().userMessage();
+    EXPECT_EQ(f->getInt("general.file_type").value(), 38);
+    const std::vector<std::tuple<std::string, std::string, std::int64_t>> layers = {
+        {"blk.1.attn_q.weight", "layer.1.attn.q_proj", 4},
+        {"blk.0.attn_k.weight", "layer.0.attn.k_proj", 2},
+        {"blk.1.attn_v.weight", "layer.1.attn.v_proj", 0},
+        {"blk.0.ffn_down.weight", "layer.0.mlp.down_proj", 0}};
+    for (const auto& [gguf, layer, heads] : layers) {
+        const auto* info = f->findTensor(gguf);
+        ASSERT_NE(info, nullptr) << gguf;
+        EXPECT_EQ(info->type, GgmlType::MXFP4) << gguf;
+        auto w = f->dequantize(gguf);
+        ASSERT_TRUE(w.ok()) << w.error().userMessage();
+        EXPECT_TRUE(at::equal(*w, inAppRows(m, layer, heads))) << gguf;
+    }
+    EXPECT_EQ(f->findTensor("output.weight")->type, GgmlType::F32);
+    // Block layout: the exponent byte first, then values 0..15 in the low nibbles, 16..31 in
+    // the high ones.
+    const auto& down = m.layers.at("layer.0.mlp.down_proj");
+    const at::Tensor codes =
+        quant::quantize(quant::weightView(nodeNamed(m.graph, "layer.0.mlp.down_proj"),
+                                          quant::codeSource(down)),
+                        down.weight)
+            .to(at::kInt);
+    const std::span<const std::uint8_t> raw = f->tensorBytes(*f->findTensor("blk.0.ffn_down.weight"));
+    ASSERT_EQ(raw.size(), static_cast<std::size_t>(codes.numel() / 32 * 17));
+    EXPECT_EQ(raw[0], down.weight.blockScale.reshape({-1})[0].item<int>());
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(raw[1 + j] & 15, codes[0][j].item<int>()) << j;
+        EXPECT_EQ(raw[1 + j] >> 4, codes[0][16 + j].item<int>()) << j;
+    }
+    // Weights and activations in MX have no GGUF form.
+    auto both = exporting::checkExportable(quant::parseScheme("mxfp4").value(),
+                                           exporting::ExportFormat::Gguf);
+    ASSERT_FALSE(both.ok());
+    EXPECT_NE(both.error().message.find("mxfp4-w"), std::string::npos) << both.error().message;
+}
