@@ -10,6 +10,11 @@ sees exactly the windows BitLens evaluates.
       WINDOWS [N, S] int: each window evaluated from an empty cache; token t + 1 scored given
       tokens 0..t, as BitLens's perplexity does (analysis/lm_metrics.cpp). Prints JSON
       {"perplexity", "tokens", "windows", "version"}.
+  llamacpp_check.py kld BASE.gguf QUANT.gguf WINDOWS.npy [--kv-f32]
+      llama-perplexity --kl-divergence's statistics of QUANT against BASE on the same windows:
+      per scored token KL(P_base || P_quant) in float64, its mean, and "same top p" (the share
+      of tokens whose most likely next token agrees). Prints JSON {"mean_kld", "same_top_p",
+      "tokens", "version"}. Both models stay loaded; one window's logits at a time.
 --kv-f32 keeps the K / V cache in float32 (llama.cpp's default is F16, which rounds K and V):
 the exactness checks of an all-float export use it.
 """
@@ -64,6 +69,25 @@ def main():
             count += len(w) - 1
         print(json.dumps({"perplexity": float(np.exp(nll / count)), "tokens": count,
                           "windows": int(windows.shape[0]), "version": llama_cpp.__version__}))
+        return 0
+    if cmd == "kld":
+        windows = np.load(sys.argv[4])
+        assert windows.ndim == 2 and windows.shape[1] >= 2, windows.shape
+        base = load(sys.argv[2], windows.shape[1])
+        quant = load(sys.argv[3], windows.shape[1])
+        total, same, count = 0.0, 0, 0
+        for w in windows:
+            p = window_logits(base, w)[:-1].astype(np.float64)
+            q = window_logits(quant, w)[:-1].astype(np.float64)
+            lp = p - p.max(axis=1, keepdims=True)
+            lp -= np.log(np.exp(lp).sum(axis=1, keepdims=True))
+            lq = q - q.max(axis=1, keepdims=True)
+            lq -= np.log(np.exp(lq).sum(axis=1, keepdims=True))
+            total += float((np.exp(lp) * (lp - lq)).sum())
+            same += int((p.argmax(axis=1) == q.argmax(axis=1)).sum())
+            count += len(w) - 1
+        print(json.dumps({"mean_kld": total / count, "same_top_p": same / count,
+                          "tokens": count, "version": llama_cpp.__version__}))
         return 0
     print(__doc__, file=sys.stderr)
     return 2
