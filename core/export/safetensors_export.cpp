@@ -344,6 +344,7 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         std::vector<std::pair<json, std::vector<std::string>>> groups;
         std::vector<std::string> ignored;
         std::set<std::string> formats;
+        bool packedZeroPointNoted = false;
         for (const ir::Node& node : model.graph.nodes) {
             auto it = model.layers.find(node.name);
             // A layer kept in float32 (an override, or a language model's head under the LLM
@@ -384,6 +385,18 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                 return Error::unsupported(path, lo.error().message);
             if (!note.empty())
                 summary.notes.push_back(note);
+            if (lo->format == "pack-quantized" && tensors.count(module + ".weight_zero_point") &&
+                !packedZeroPointNoted) {
+                // Measured with the pinned loaders: transformers 5.23 shapes the zero-point
+                // parameter unpacked ([out, groups]) while compressed-tensors 0.20 packs it
+                // along the rows, so it refuses the folder (size MISMATCH) it would decompress.
+                summary.notes.push_back(
+                    "asymmetric packed int" + std::to_string(quant::traits(lq.weight.type).bits) +
+                    " (zero points packed along the rows, as compressed-tensors packs them): "
+                    "transformers 5.23 with compressed-tensors 0.20 refuses such folders "
+                    "(zero-point size mismatch); export with sym=true for it (no zero points)");
+                packedZeroPointNoted = true;
+            }
             const std::string& weightName = node.inputs[1];
             consumed.insert(weightName);
             const at::Tensor* original = model.graph.initializer(weightName);
