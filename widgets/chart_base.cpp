@@ -9,6 +9,7 @@
 #include "layer_names.h"
 
 #include <QLogValueAxis>
+#include <QScatterSeries>
 #include <QScrollBar>
 #include <QWheelEvent>
 
@@ -175,6 +176,18 @@ void ChartBase::hideToolTip()
 {
     m_lastToolTip.clear();
     QToolTip::hideText();
+}
+
+void ChartBase::showXOnHover(QScatterSeries* series, const QString& name, int digits)
+{
+    connect(series, &QScatterSeries::hovered, this,
+            [this, name, digits](const QPointF& point, bool state) {
+                if (!state) {
+                    hideToolTip();
+                    return;
+                }
+                showToolTip(QStringLiteral("<b>%1</b>: %2").arg(name).arg(point.x(), 0, 'g', digits));
+            });
 }
 
 void ChartBase::styleAxis(QAbstractAxis* axis, const QString& title) const

@@ -19,6 +19,7 @@ class QGraphicsLineItem;
 class QLogValueAxis;
 class QBarCategoryAxis;
 class QScrollBar;
+class QScatterSeries;
 class QValueAxis;
 QT_END_NAMESPACE
 
@@ -76,6 +77,9 @@ protected:
     void showToolTip(const QString& text);
     /// Hides the tooltip.
     void hideToolTip();
+    /// Hovering a point of `series` shows "<b>name</b>: x" (x to `digits` significant
+    /// digits); leaving it hides the tooltip.
+    void showXOnHover(QScatterSeries* series, const QString& name, int digits = 6);
     /// A value axis with the house fonts and `title` (which names the unit), attached to the
     /// chart at `alignment`.
     QValueAxis* addValueAxis(const QString& title, Qt::Alignment alignment);

@@ -237,16 +237,7 @@ FloatFormatsChart::FloatFormatsChart(QWidget* parent) : ChartBase(parent)
         chart()->addSeries(series);
         series->attachAxis(axisX);
         series->attachAxis(axisY);
-        connect(series, &QScatterSeries::hovered, this,
-                [this, name](const QPointF& point, bool state) {
-                    if (!state) {
-                        hideToolTip();
-                        return;
-                    }
-                    showToolTip(QStringLiteral("<b>%1</b>: %2")
-                                    .arg(name)
-                                    .arg(point.x(), 0, 'g', 8));
-                });
+        showXOnHover(series, name, 8);
         return series;
     };
     m_e4m3 = addRow(e4m3, 2.0, QStringLiteral("E4M3 (FN)"), 0);
@@ -344,16 +335,7 @@ FourBitGridChart::FourBitGridChart(QWidget* parent) : ChartBase(parent)
         chart()->addSeries(series);
         series->attachAxis(axisX);
         series->attachAxis(axisRows);
-        const QString name = row.name;
-        connect(series, &QScatterSeries::hovered, this,
-                [this, name](const QPointF& point, bool state) {
-                    if (!state) {
-                        hideToolTip();
-                        return;
-                    }
-                    showToolTip(QStringLiteral("<b>%1</b>: %2").arg(name).arg(point.x(), 0, 'g',
-                                                                                  6));
-                });
+        showXOnHover(series, row.name);
         m_rows.push_back(series);
     }
 }
@@ -469,15 +451,7 @@ void BlockGridChart::setBlock(const QString& layerName, const analysis::BlockVie
         chart()->addSeries(series);
         series->attachAxis(axisX);
         series->attachAxis(axisRows);
-        const QString name = series->name();
-        connect(series, &QScatterSeries::hovered, this,
-                [this, name](const QPointF& point, bool state) {
-                    if (!state) {
-                        hideToolTip();
-                        return;
-                    }
-                    showToolTip(QStringLiteral("<b>%1</b>: %2").arg(name).arg(point.x(), 0, 'g', 6));
-                });
+        showXOnHover(series, series->name());
     }
 }
 
@@ -517,12 +491,7 @@ void BlockScaleStaircaseChart::setValues(const QString& layerName,
                       .arg(nv ? tr("E4M3: 8 steps per octave") : tr("E8M0: whole octaves")));
     // The ideal scale each block stands for: its max|w| over the element format's largest
     // value (what a float32 scale would be).
-    double elementMax = 0.0;
-    {
-        std::vector<float> unit(static_cast<std::size_t>(size), 0.0f);
-        unit[0] = 1.0f;
-        elementMax = analysis::blockView(unit, name, 0).elementMax;
-    }
+    const double elementMax = analysis::blockElementMax(name);
     auto* stored = new QLineSeries;
     stored->setName(tr("stored block scale, log2"));
     auto* ideal = new QLineSeries;

@@ -362,6 +362,15 @@ std::vector<std::string> blockFormatNames()
     return names;
 }
 
+double blockElementMax(std::string_view format)
+{
+    const auto type = blockType(format);
+    if (!type)
+        return 0.0;
+    const std::vector<double> elements = elementValues(quant::traits(*type));
+    return std::max(std::abs(elements.front()), std::abs(elements.back()));
+}
+
 BlockView blockView(const std::vector<float>& values, std::string_view format,
                     std::int64_t block)
 {
@@ -406,7 +415,7 @@ BlockView blockView(const std::vector<float>& values, std::string_view format,
             out.scaleByte = stored.to(at::kInt).item<int>();
         }
         const std::vector<double> elements = elementValues(t);
-        out.elementMax = std::max(std::abs(elements.front()), std::abs(elements.back()));
+        out.elementMax = blockElementMax(format);
         for (const double e : elements)
             out.grid.push_back(e * out.scale);
         out.valid = std::isfinite(out.scale) && out.scale > 0.0;

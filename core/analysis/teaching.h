@@ -86,6 +86,9 @@ bool isBlockFormatName(std::string_view format);
 std::int64_t blockSizeOf(std::string_view format);
 /// Every block format's name, in the QuantType table's order.
 std::vector<std::string> blockFormatNames();
+/// The largest magnitude a block format's element takes before the block scale (E2M1 6, E2M3
+/// 7.5, E3M2 28, E4M3 448, E5M2 57344, MXINT8's code 127); 0 for any other name.
+double blockElementMax(std::string_view format);
 
 /// One block of a vector quantized in a block format, as the Teach tab draws it: the block's
 /// weights, their quantized values, the element grid that block's scale puts them on, and the

@@ -67,8 +67,7 @@ std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
         // compressed-tensors' nvfp4-pack-quantized, mxfp4-pack-quantized and mxfp8-quantized,
         // weight-only (NVFP4A16, MXFP4A16, MXFP8A16).
         const quant::QuantType w = c.weightType;
-        if (w != quant::QuantType::NVFP4 && w != quant::QuantType::MXFP4 &&
-            w != quant::QuantType::MXFP8E4M3)
+        if (compressedTensorsBlockFormat(w).empty())
             return std::string("compressed-tensors' block layouts hold nvfp4, mxfp4 and "
                                "mxfp8_e4m3 weights, not ") +
                    std::string(quant::traits(w).name);
@@ -399,7 +398,7 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
         // Graph tensors an export from a Hugging Face folder leaves out on purpose (executor
         // constants, tensors the source checkpoint lacks) are the model's own.
         std::set<std::string> omitted;
-        if (auto m = raw->metadata.find("bitlens.omitted"); m != raw->metadata.end()) {
+        if (auto m = raw->metadata.find(kOmittedTensorsKey); m != raw->metadata.end()) {
             const auto names = nlohmann::json::parse(m->second, nullptr, false);
             if (names.is_array())
                 for (const auto& n : names)

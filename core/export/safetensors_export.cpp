@@ -23,9 +23,6 @@ using quant::QuantType;
 namespace {
 
 const std::string kLayoutsKey = "bitlens.layouts";
-/// Graph tensors an export from a Hugging Face folder leaves out (executor constants, tensors
-/// the source checkpoint does not have), as a JSON array of names.
-const std::string kOmittedKey = "bitlens.omitted";
 const std::string kConfigKey = "quantization_config";
 
 /// The module name of a layer: its weight's name without ".weight", else the layer's name.
@@ -99,17 +96,6 @@ struct LayerOut {
     json inputActivations;
 };
 
-/// The compressed-tensors format of a block-format weight type (empty: no layout for it).
-std::string blockFormatName(QuantType type)
-{
-    switch (type) {
-    case QuantType::NVFP4: return "nvfp4-pack-quantized";
-    case QuantType::MXFP4: return "mxfp4-pack-quantized";
-    case QuantType::MXFP8E4M3: return "mxfp8-quantized";
-    default: return {};
-    }
-}
-
 /// Two E2M1 codes per byte along each row, the even column in the low nibble (compressed-
 /// tensors' pack_fp4_to_uint8).
 at::Tensor packFp4(const at::Tensor& codes)
@@ -143,7 +129,7 @@ Result<LayerOut> exportBlockFormatLayer(const quant::LayerQuant& lq,
     const auto& w = lq.weight;
     const auto& traits = quant::traits(w.type);
     const std::string where = "layer '" + lq.layer + "'";
-    const std::string format = blockFormatName(w.type);
+    const std::string format = compressedTensorsBlockFormat(w.type);
     if (format.empty())
         return Error::unsupported({}, where + " has " + std::string(traits.name) +
                                           " weights: compressed-tensors' block layouts hold "
@@ -301,6 +287,16 @@ at::Tensor dequantizeModule(const at::Tensor& q, const at::Tensor& scale, const 
 }
 
 } // namespace
+
+std::string compressedTensorsBlockFormat(QuantType type)
+{
+    switch (type) {
+    case QuantType::NVFP4: return "nvfp4-pack-quantized";
+    case QuantType::MXFP4: return "mxfp4-pack-quantized";
+    case QuantType::MXFP8E4M3: return "mxfp8-quantized";
+    default: return {};
+    }
+}
 
 fs::path hfSourceFolder(const std::string& modelPath)
 {
@@ -486,7 +482,7 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
             {"format", "pt"},
             {kConfigKey, summary.quantizationConfig},
             {kLayoutsKey, layouts.dump()},
-            {kOmittedKey, omitted.dump()}};
+            {kOmittedTensorsKey, omitted.dump()}};
         summary.tensors = static_cast<std::int64_t>(tensors.size());
         auto written = io::writeSafetensors(tensors, metadata, path);
         if (!written)
@@ -590,8 +586,10 @@ const json* groupFor(const json& config, const std::string& module)
 /// True for the MX / NVFP4 layouts (format names of compressed-tensors' CompressionFormat).
 bool isBlockFormatLayout(const std::string& format)
 {
-    return format == "nvfp4-pack-quantized" || format == "mxfp4-pack-quantized" ||
-           format == "mxfp8-quantized";
+    for (const quant::QuantTypeTraits& t : quant::allQuantTypes())
+        if (!format.empty() && compressedTensorsBlockFormat(t.type) == format)
+            return true;
+    return false;
 }
 
 /// One MX / NVFP4 module as compressed-tensors decompresses it: E2M1 (packed) or float8 E4M3

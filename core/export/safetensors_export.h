@@ -32,6 +32,7 @@
 
 namespace bitlens::quant {
 struct QuantizedModel;
+enum class QuantType;
 }
 
 namespace bitlens::exporting {
@@ -74,5 +75,13 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
 /// the quantization side tensors (scales, zero points, shapes, input scales) are consumed. The
 /// quantization_config comes from the file's metadata or from config.json beside it.
 Result<std::map<std::string, at::Tensor>> readCompressedTensors(const std::string& path);
+
+/// compressed-tensors' format name for weights of a block type ("nvfp4-pack-quantized",
+/// "mxfp4-pack-quantized", "mxfp8-quantized"); empty for a type it has no block layout for.
+std::string compressedTensorsBlockFormat(quant::QuantType type);
+
+/// Metadata key of the graph tensors an export from a Hugging Face folder leaves out (a JSON
+/// array of names); --verify takes those from the model.
+inline constexpr const char* kOmittedTensorsKey = "bitlens.omitted";
 
 } // namespace bitlens::exporting

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "graph_lookup.h"
 #include "temp_dir.h"
 
 using namespace bitlens;
@@ -83,13 +84,7 @@ quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec)
     return std::move(model).value();
 }
 
-const ir::Node& nodeNamed(const ir::Graph& g, const std::string& name)
-{
-    for (const auto& n : g.nodes)
-        if (n.name == name)
-            return n;
-    throw std::runtime_error("no node " + name);
-}
+using test::nodeNamed;
 
 /// The in-app dequantized weight of `layer` as GGUF stores it ([out, in], q/k permuted).
 at::Tensor inAppRows(const quant::QuantizedModel& m, const std::string& layer,

@@ -32,6 +32,8 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include "graph_lookup.h"
+
 #include <cmath>
 #include <random>
 
@@ -123,11 +125,7 @@ quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec,
     return std::move(model).value();
 }
 
-const ir::Node& nodeNamed(const ir::Graph& graph, const std::string& name)
-{
-    return *std::find_if(graph.nodes.begin(), graph.nodes.end(),
-                         [&](const ir::Node& n) { return n.name == name; });
-}
+using test::nodeNamed;
 
 struct Runs {
     at::Tensor simulated;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "python_oracle.h"
+#include "graph_lookup.h"
 #include "temp_dir.h"
 
 #include <cmath>
@@ -48,12 +49,17 @@ ir::Graph net()
     return g.build().value();
 }
 
-quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec)
+/// `graph` prepared with `spec`, calibrated on `calib` (default: 64 random images for net()).
+quant::QuantizedModel prepared(const ir::Graph& graph, const std::string& spec,
+                               at::Tensor calib = at::Tensor())
 {
     auto scheme = quant::parseScheme(spec);
     EXPECT_TRUE(scheme.ok()) << spec;
-    at::Generator gen = at::detail::createCPUGenerator(3);
-    auto model = quant::prepare(graph, *scheme, at::rand({64, 1, 8, 8}, gen));
+    if (!calib.defined()) {
+        at::Generator gen = at::detail::createCPUGenerator(3);
+        calib = at::rand({64, 1, 8, 8}, gen);
+    }
+    auto model = quant::prepare(graph, *scheme, calib);
     EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
     return std::move(model).value();
 }
@@ -85,21 +91,11 @@ ir::Graph blockNet()
 
 quant::QuantizedModel preparedBlocks(const std::string& spec)
 {
-    auto scheme = quant::parseScheme(spec);
-    EXPECT_TRUE(scheme.ok()) << spec;
     at::Generator gen = at::detail::createCPUGenerator(4);
-    auto model = quant::prepare(blockNet(), *scheme, at::randn({32, 128}, gen));
-    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
-    return std::move(model).value();
+    return prepared(blockNet(), spec, at::randn({32, 128}, gen));
 }
 
-const ir::Node& nodeNamed(const ir::Graph& graph, const std::string& name)
-{
-    for (const auto& n : graph.nodes)
-        if (n.name == name)
-            return n;
-    throw std::logic_error("no node " + name);
-}
+using test::nodeNamed;
 
 } // namespace
 
