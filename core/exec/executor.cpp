@@ -5,6 +5,7 @@
 #include "exec/index_ops.h"
 #include "exec/sequence_ops.h"
 #include "exec/quant_ops.h"
+#include "io/mapped_file.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -360,6 +361,31 @@ Executor::Executor(const ir::Graph& graph, ExecOptions options)
         m_weights[name] = tensor.device() == m_options.device ? tensor : tensor.to(m_options.device);
 }
 
+at::Tensor Executor::readWeight(const ir::Node& node, const std::string& name, const at::Tensor& w)
+{
+    if (m_graph.widenOnRead.count(name) == 0 || w.scalar_type() == at::kFloat)
+        return w;
+    if (auto it = m_widened.find(name); it != m_widened.end())
+        return it->second;
+    at::Tensor f;
+    try {
+        f = m_graph.readAs(name, w);
+    } catch (const std::runtime_error& e) {
+        fail(node, std::string("its weight ") + e.what());
+    }
+    const auto bytes = static_cast<std::int64_t>(f.nbytes());
+    if (m_widenedBytes + bytes <= m_options.widenCacheBytes) {
+        m_widened[name] = f;
+        m_widenedBytes += bytes;
+    } else if (w.is_cpu()) {
+        // Not kept: the 16-bit pages just read leave this process's memory again (the page
+        // cache keeps them), so a run over a model larger than memory stays at one layer's
+        // worth. Nothing writes a widenOnRead tensor, the condition releasePages asks.
+        io::MappedFile::releasePages(w.data_ptr(), w.nbytes());
+    }
+    return f;
+}
+
 void Executor::addHook(std::shared_ptr<NodeHook> hook) { m_hooks.push_back(std::move(hook)); }
 
 void Executor::clearHooks() { m_hooks.clear(); }
@@ -402,13 +428,23 @@ std::map<std::string, at::Tensor> Executor::execute(const std::vector<at::Tensor
     std::vector<at::Tensor> nodeInputs;
     for (const auto& node : m_graph.nodes) {
         nodeInputs.clear();
+        // A Gather from a 16-bit table (an embedding) picks its rows in 16 bits and widens
+        // only them: the same values as gathering from the widened table.
+        bool widenGathered = false;
         for (const auto& name : node.inputs) {
             if (name.empty()) {
                 nodeInputs.emplace_back();
                 continue;
             }
             if (auto w = m_weights.find(name); w != m_weights.end()) {
-                nodeInputs.push_back(w->second);
+                if (node.op == ir::OpKind::Gather && nodeInputs.empty() &&
+                    m_graph.widenOnRead.count(name) != 0 && w->second.scalar_type() != at::kFloat &&
+                    m_widened.count(name) == 0) {
+                    widenGathered = true;
+                    nodeInputs.push_back(w->second);
+                } else {
+                    nodeInputs.push_back(readWeight(node, name, w->second));
+                }
                 continue;
             }
             auto v = values.find(name);
@@ -431,6 +467,16 @@ std::map<std::string, at::Tensor> Executor::execute(const std::vector<at::Tensor
             if (auto nl = what.find('\n'); nl != std::string::npos)
                 what.resize(nl);
             fail(node, what);
+        }
+        if (widenGathered && !outs.empty() && outs[0].defined() &&
+            outs[0].scalar_type() != at::kFloat) {
+            try {
+                outs[0] = m_graph.readAs(node.inputs[0], outs[0]);
+                if (m_widened.count(node.inputs[0]) == 0 && nodeInputs[0].is_cpu())
+                    io::MappedFile::releasePages(nodeInputs[0].data_ptr(), nodeInputs[0].nbytes());
+            } catch (const std::runtime_error& e) {
+                fail(node, std::string("its weight ") + e.what());
+            }
         }
         for (const auto& hook : m_hooks)
             hook->afterNode(node, outs);

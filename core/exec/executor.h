@@ -22,6 +22,10 @@ struct ExecOptions {
     c10::Device device = c10::Device(c10::kCPU); ///< where weights and activations live
     bool training = false;      ///< BatchNorm uses batch statistics and updates running stats
     double bnMomentum = 0.1;    ///< running-stat update factor in training mode (PyTorch's)
+    /// Float32 copies of 16-bit weights (ir::Graph::widenOnRead) kept between nodes and runs,
+    /// up to this many bytes; the rest are widened each time a node reads them and dropped
+    /// after it, so a model larger than memory in float32 runs in its file's width.
+    std::int64_t widenCacheBytes = std::int64_t{1} << 30;
 };
 
 /// Per-node hook; both methods may replace tensors in place in the vector they are given.
@@ -67,6 +71,11 @@ private:
     const ir::Graph& m_graph;
     ExecOptions m_options;
     std::map<std::string, at::Tensor> m_weights; ///< initializers on m_options.device
+    /// The weight `name` as `node` reads it: widened to float32 (and kept, within
+    /// widenCacheBytes) where the graph marks it widenOnRead.
+    at::Tensor readWeight(const ir::Node& node, const std::string& name, const at::Tensor& w);
+    std::map<std::string, at::Tensor> m_widened; ///< float32 copies of widenOnRead weights
+    std::int64_t m_widenedBytes = 0;
     std::vector<std::shared_ptr<NodeHook>> m_hooks;
 };
 

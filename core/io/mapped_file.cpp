@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include <csignal>
@@ -19,6 +21,44 @@
 namespace bitlens::io {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+/// The live mappings, begin -> end, for releasePages.
+std::mutex& mappingsMutex()
+{
+    static std::mutex m;
+    return m;
+}
+std::map<std::uintptr_t, std::uintptr_t>& mappings()
+{
+    static std::map<std::uintptr_t, std::uintptr_t> m;
+    return m;
+}
+
+} // namespace
+
+std::size_t MappedFile::releasePages(const void* data, std::size_t size)
+{
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(data);
+    const std::uintptr_t end = begin + size;
+    std::lock_guard lock(mappingsMutex());
+    auto it = mappings().upper_bound(begin);
+    if (it == mappings().begin())
+        return 0;
+    --it;
+    if (begin < it->first || end > it->second)
+        return 0;
+    // Whole pages only: the neighbours sharing the first and last page stay resident.
+    const std::uintptr_t lo = (begin + page - 1) / page * page;
+    const std::uintptr_t hi = end / page * page;
+    if (hi <= lo)
+        return 0;
+    if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0)
+        return 0;
+    return hi - lo;
+}
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path)
 {
@@ -55,6 +95,9 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path)
             return Error::badInput(path, std::string("cannot map file: ") + std::strerror(err));
         }
         file->m_data = static_cast<std::uint8_t*>(data);
+        std::lock_guard lock(mappingsMutex());
+        mappings()[reinterpret_cast<std::uintptr_t>(data)] =
+            reinterpret_cast<std::uintptr_t>(data) + file->m_size;
     }
     ::close(fd);  // the mapping keeps its own reference to the file
     return file;
@@ -62,8 +105,13 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path)
 
 MappedFile::~MappedFile()
 {
-    if (m_data)
+    if (m_data) {
+        {
+            std::lock_guard lock(mappingsMutex());
+            mappings().erase(reinterpret_cast<std::uintptr_t>(m_data));
+        }
         ::munmap(m_data, m_size);
+    }
 }
 
 namespace {

@@ -30,6 +30,14 @@ public:
     std::uint8_t* mutableData() const { return m_data; }
     std::uint64_t size() const { return m_size; }
 
+    /// Drops the whole pages of [data, data + size) that lie inside a live mapping from this
+    /// process's memory (madvise MADV_DONTNEED): its resident set shrinks, and the next read
+    /// faults them in again from the page cache or the file. Only for bytes never written
+    /// through the mapping (a written page would revert to the file's bytes): the executor
+    /// calls it for 16-bit weights it has just widened, which nothing writes. Bytes outside
+    /// every mapping are left alone. Returns the bytes dropped.
+    static std::size_t releasePages(const void* data, std::size_t size);
+
 private:
     MappedFile() = default;
     std::string m_path;

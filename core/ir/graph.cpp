@@ -1,7 +1,9 @@
 #include "ir/graph.h"
 
 #include <array>
+#include <cmath>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 namespace bitlens::ir {
@@ -237,6 +239,54 @@ const at::Tensor* Graph::initializer(const std::string& valueName) const
 {
     const auto it = initializers.find(valueName);
     return it == initializers.end() ? nullptr : &it->second;
+}
+
+at::Tensor Graph::readAs(const std::string& valueName, const at::Tensor& tensor) const
+{
+    if (!tensor.defined() || widenOnRead.count(valueName) == 0 || tensor.scalar_type() == at::kFloat)
+        return tensor;
+    at::Tensor f = tensor.to(at::kFloat);
+    if (f.numel() > 0) {
+        // NaN propagates through min / max and +-inf shows in them: both ends are finite
+        // exactly when every element is.
+        const auto [lo, hi] = at::aminmax(f);
+        if (!std::isfinite(lo.item<float>()) || !std::isfinite(hi.item<float>()))
+            throw std::runtime_error("tensor '" + valueName + "' holds NaN or infinite values");
+    }
+    return f;
+}
+
+Result<Graph> widened(const Graph& graph, const std::string& path)
+{
+    Graph out = graph;
+    if (graph.widenOnRead.empty())
+        return out;
+    std::map<const void*, std::vector<std::string>> byStorage;
+    for (const auto& name : graph.widenOnRead)
+        if (const at::Tensor* t = graph.initializer(name); t && t->defined())
+            byStorage[t->storage().data()].push_back(name);
+    try {
+        for (const auto& [storage, names] : byStorage) {
+            // Views of one storage (W and W^T) widen through one float copy of the storage.
+            const at::Tensor& first = graph.initializers.at(names.front());
+            const at::Tensor base =
+                at::empty({0}, first.options())
+                    .set_(first.storage(), 0,
+                          {static_cast<std::int64_t>(first.storage().nbytes() /
+                                                     first.element_size())},
+                          {1});
+            const at::Tensor wide = graph.readAs(names.front(), base);
+            for (const auto& name : names) {
+                const at::Tensor& t = graph.initializers.at(name);
+                out.initializers[name] =
+                    wide.as_strided(t.sizes(), t.strides(), t.storage_offset());
+            }
+        }
+    } catch (const std::runtime_error& e) {
+        return Error::badInput(path, e.what());
+    }
+    out.widenOnRead.clear();
+    return out;
 }
 
 Result<void> Graph::validate(const std::string& path) const

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -227,9 +228,18 @@ public:
     /// Initializers whose file type is narrower than their tensor: Int4 / UInt4 codes held one
     /// per int8 / uint8 element. Writers pack them; parameterBytes() counts them packed.
     std::map<std::string, DType> initializerTypes;
+    /// Initializers kept in their file's 16-bit float type (bf16 / fp16 views of the mapped
+    /// file) that the graph reads as float32. Nothing widens them at open: the executor widens
+    /// each one while a node reads it (so a layer's weights exist in float32 only while it
+    /// runs), and widened() gives the whole graph in float32 for passes that rewrite weights.
+    std::set<std::string> widenOnRead;
 
     /// The initializer called `name`, or nullptr when `name` is not a constant.
     const at::Tensor* initializer(const std::string& name) const;
+    /// The initializer `valueName` as the graph reads it: float32 where it is in widenOnRead (a new
+    /// tensor), else `tensor` itself. Throws std::runtime_error naming the tensor when the
+    /// widened values hold NaN or infinity (16-bit weights are first checked here, not at open).
+    at::Tensor readAs(const std::string& valueName, const at::Tensor& tensor) const;
     /// Checks structure: unique value names, every input defined before use, outputs produced.
     /// `path` is used in the error message.
     Result<void> validate(const std::string& path = {}) const;
@@ -246,6 +256,11 @@ public:
     /// Index of the node producing `value`, or nullopt for graph inputs and initializers.
     std::optional<std::size_t> producerOf(const std::string& value) const;
 };
+
+/// `graph` with every widenOnRead initializer widened to float32 (checked for NaN and
+/// infinity; BadInput naming the tensor otherwise) and widenOnRead empty. Tensors shared by two
+/// initializers (a tied embedding and its transposed LM-head view) stay shared.
+Result<Graph> widened(const Graph& graph, const std::string& path = {});
 
 /// Options of a 2-D convolution for GraphBuilder::conv2d.
 struct Conv2dOptions {

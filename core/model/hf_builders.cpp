@@ -140,8 +140,10 @@ public:
         return it == sourceNames.end() ? name : it->second;
     }
 
-    /// A parameter as float32, checked for shape and finiteness; cached, so a tensor used twice
-    /// (tied embeddings) stays one tensor.
+    /// A parameter, checked for shape; cached, so a tensor used twice (tied embeddings) stays
+    /// one tensor. 16-bit floats (bf16 / fp16) stay as stored, views of the mapped file: init()
+    /// marks them widenOnRead and they are checked for NaN when first widened, so opening an 8B
+    /// model reads no weight. Other float types become float32 here, checked for finiteness.
     at::Tensor weight(const std::string& name, const std::vector<std::int64_t>& shape)
     {
         const std::string stored = resolve(name);
@@ -161,6 +163,10 @@ public:
                                                          std::string(c10::toString(
                                                              t.scalar_type())) +
                                                          ", expected a float type")};
+        if (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf) {
+            m_cache[stored] = t;
+            return t;
+        }
         at::Tensor f = t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
         // One reduction pass without a mask tensor: NaN propagates through min/max and
         // +-inf shows in them, so both ends are finite exactly when every element is.
@@ -189,6 +195,8 @@ public:
     std::string init(const std::string& name, const at::Tensor& t)
     {
         g.initializers[name] = t;
+        if (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf)
+            g.widenOnRead.insert(name);
         return name;
     }
 
@@ -315,14 +323,24 @@ public:
 
     /// Additive causal mask [S, S]: 0 on and below the diagonal, the lowest float above it
     /// (what Hugging Face adds for masked positions).
-    std::string causalMask(const std::string& pos)
+    /// With `window` > 0 (Mistral's sliding window), also the keys `window` or more positions
+    /// back: query i sees keys j with i - window < j <= i.
+    std::string causalMask(const std::string& pos, std::int64_t window = 0)
     {
         const std::string rows = add("causal_mask.rows", OpKind::Unsqueeze, {pos, ints({1})});
         const std::string cols = add("causal_mask.cols", OpKind::Unsqueeze, {pos, ints({0})});
         const std::string future = add("causal_mask.future", OpKind::Less, {rows, cols});
-        return add("causal_mask", OpKind::Where,
-                   {future, scalarFloat("const.f32.lowest", std::numeric_limits<float>::lowest()),
-                    scalarFloat("const.f32.zero", 0.0f)});
+        const std::string lowest =
+            scalarFloat("const.f32.lowest", std::numeric_limits<float>::lowest());
+        std::string mask = add(window > 0 ? "causal_mask.causal" : "causal_mask", OpKind::Where,
+                               {future, lowest, scalarFloat("const.f32.zero", 0.0f)});
+        if (window > 0) {
+            const std::string back = add("causal_mask.back", OpKind::Sub, {rows, cols});
+            const std::string old =
+                add("causal_mask.outside_window", OpKind::Less, {scalarInt(window - 1), back});
+            mask = add("causal_mask", OpKind::Where, {old, lowest, mask});
+        }
+        return mask;
     }
 
     /// Multi-head attention core: q [B, S, heads*hd], k, v [B, S, kvHeads*hd] (already projected)
@@ -331,13 +349,19 @@ public:
     std::string attention(const std::string& p, std::string q, std::string k, std::string v,
                           std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
                           const std::string& mask, const std::string& cos = {},
-                          const std::string& sin = {})
+                          const std::string& sin = {}, const std::string& qNorm = {},
+                          const std::string& kNorm = {}, double normEps = 1e-6)
     {
         const std::int64_t rep = heads / kvHeads;
-        q = transpose(p + ".q_heads", reshape(p + ".q_split", q, {0, 0, heads, headDim}),
-                      {0, 2, 1, 3});
-        k = transpose(p + ".k_heads", reshape(p + ".k_split", k, {0, 0, kvHeads, headDim}),
-                      {0, 2, 1, 3});
+        q = reshape(p + ".q_split", q, {0, 0, heads, headDim});
+        k = reshape(p + ".k_split", k, {0, 0, kvHeads, headDim});
+        // Qwen3: each head of q and k RMS-normalized over its head_dim before rotary.
+        if (!qNorm.empty())
+            q = rmsNorm(p + ".q_norm", q, qNorm, headDim, normEps);
+        if (!kNorm.empty())
+            k = rmsNorm(p + ".k_norm", k, kNorm, headDim, normEps);
+        q = transpose(p + ".q_heads", q, {0, 2, 1, 3});
+        k = transpose(p + ".k_heads", k, {0, 2, 1, 3});
         v = transpose(p + ".v_heads", reshape(p + ".v_split", v, {0, 0, kvHeads, headDim}),
                       {0, 2, 1, 3});
         if (!cos.empty()) {
@@ -489,9 +513,19 @@ struct LlamaSpec {
     std::int64_t maxPos = 0;
     double eps = 1e-6;
     double theta = 10000.0;
+    /// Rope scaling (config rope_scaling / rope_parameters): "default", "linear" or "llama3".
+    std::string ropeType = "default";
+    double ropeFactor = 1.0;
+    double lowFreqFactor = 1.0;
+    double highFreqFactor = 4.0;
+    double originalMaxPos = 8192.0;
     bool tied = false;
     bool attentionBias = false;
     bool mlpBias = false;
+    std::string family = "llama";  ///< model_type: llama, mistral, qwen2, qwen3
+    bool qkvBias = false;          ///< qwen2: biases on q, k, v only
+    bool qkNorm = false;           ///< qwen3: RMSNorm of each head of q and k
+    std::int64_t slidingWindow = 0; ///< mistral: keys within this many positions (0 = all)
 };
 
 void checkLlama(const LlamaSpec& s, const std::string& path, const std::string& where)
@@ -519,7 +553,24 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     const at::Tensor exponent =
         at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
         static_cast<double>(hd);
-    const at::Tensor invFreq = at::reciprocal(at::pow(s.theta, exponent));
+    at::Tensor invFreq = at::reciprocal(at::pow(s.theta, exponent));
+    if (s.ropeType == "linear") {
+        invFreq = invFreq / s.ropeFactor;
+    } else if (s.ropeType == "llama3") {
+        // Llama 3.1: wavelengths beyond original / low_freq_factor are stretched by the
+        // factor, those below original / high_freq_factor kept, and the ones between blended
+        // (transformers' rope_type "llama3", in float32 as it computes them).
+        const double lowWavelen = s.originalMaxPos / s.lowFreqFactor;
+        const double highWavelen = s.originalMaxPos / s.highFreqFactor;
+        const at::Tensor wavelen = 2.0 * M_PI / invFreq;
+        at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / s.ropeFactor, invFreq);
+        const at::Tensor smooth = (s.originalMaxPos / wavelen - s.lowFreqFactor) /
+                                  (s.highFreqFactor - s.lowFreqFactor);
+        const at::Tensor smoothed =
+            (1 - smooth) * scaled / s.ropeFactor + smooth * scaled;
+        const at::Tensor medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
+        invFreq = at::where(medium, smoothed, scaled);
+    }
     const std::string pos = n.positions(ids);
     ir::Attributes toFloat;
     toFloat.set("to", std::int64_t{1});
@@ -530,7 +581,7 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     const std::string cos = n.add("rotary.cos", OpKind::Cos, {angle});
     const std::string sin = n.add("rotary.sin", OpKind::Sin, {angle});
     // [S, S] broadcast against the scores [B, kvHeads, rep, S, S].
-    const std::string mask = n.causalMask(pos);
+    const std::string mask = n.causalMask(pos, s.slidingWindow);
 
     const std::int64_t qOut = s.heads * hd;
     const std::int64_t kvOut = s.kvHeads * hd;
@@ -542,13 +593,17 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
         };
         std::string h = n.rmsNorm(p + ".input_norm", x, hf + "input_layernorm.weight", s.hidden,
                                   s.eps);
+        const bool qkvBias = s.attentionBias || s.qkvBias;
         const std::string q = n.linear(p + ".attn.q_proj", h, hf + "self_attn.q_proj.weight",
-                                       s.hidden, qOut, bias("self_attn.q_proj", s.attentionBias));
+                                       s.hidden, qOut, bias("self_attn.q_proj", qkvBias));
         const std::string k = n.linear(p + ".attn.k_proj", h, hf + "self_attn.k_proj.weight",
-                                       s.hidden, kvOut, bias("self_attn.k_proj", s.attentionBias));
+                                       s.hidden, kvOut, bias("self_attn.k_proj", qkvBias));
         const std::string v = n.linear(p + ".attn.v_proj", h, hf + "self_attn.v_proj.weight",
-                                       s.hidden, kvOut, bias("self_attn.v_proj", s.attentionBias));
-        std::string a = n.attention(p + ".attn", q, k, v, s.heads, s.kvHeads, hd, mask, cos, sin);
+                                       s.hidden, kvOut, bias("self_attn.v_proj", qkvBias));
+        std::string a = n.attention(
+            p + ".attn", q, k, v, s.heads, s.kvHeads, hd, mask, cos, sin,
+            s.qkNorm ? hf + "self_attn.q_norm.weight" : std::string(),
+            s.qkNorm ? hf + "self_attn.k_norm.weight" : std::string(), s.eps);
         a = n.linear(p + ".attn.o_proj", a, hf + "self_attn.o_proj.weight", qOut, s.hidden,
                      bias("self_attn.o_proj", s.attentionBias));
         x = n.add(p + ".attn.residual", OpKind::Add, {x, a});
@@ -579,7 +634,8 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     logits = n.add("logits", OpKind::Identity, {logits});
     n.output(logits, {-1, -1, s.vocab});
     n.g.metadata["task"] = "lm";
-    n.g.metadata["model_type"] = "llama";
+    // GGUF export (llama.cpp's "llama" architecture) takes model_type llama only.
+    n.g.metadata["model_type"] = s.family;
     n.g.metadata["context_length"] = str(s.maxPos);
     n.g.metadata["vocab_size"] = str(s.vocab);
     // The hyper-parameters a GGUF writer needs (core/export/gguf_export.cpp), exactly.
@@ -628,20 +684,89 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
                                                       c.text("hidden_act", "") +
                                                       "' is not supported (only silu)")};
     // transformers >= 5 writes rope settings as "rope_parameters"; older ones as rope_theta
-    // and rope_scaling. Only the default (unscaled) rope is supported.
+    // and rope_scaling (Llama 3.1's files). Default, linear and llama3 scaling are supported.
     s.theta = c.number("rope_theta", 10000.0);
-    if (c.has("rope_parameters")) {
-        const Params rope(c.raw()["rope_parameters"], path, "config.json rope_parameters");
+    for (const char* key : {"rope_scaling", "rope_parameters"}) {
+        if (!c.has(key) || c.raw()[key].is_null())
+            continue;
+        const Params rope(c.raw()[key], path, std::string("config.json ") + key);
         s.theta = rope.number("rope_theta", s.theta);
-        if (rope.text("rope_type", "default") != "default")
-            throw BuildError{Error::unsupported(path, "rope_type '" +
-                                                          rope.text("rope_type", "") +
-                                                          "' is not supported (only default)")};
+        const std::string type = rope.text("rope_type", rope.text("type", "default"));
+        if (type != "default" && type != "linear" && type != "llama3")
+            throw BuildError{Error::unsupported(path, std::string(key) + " rope_type '" + type +
+                                                          "' is not supported (default, "
+                                                          "linear, llama3)")};
+        s.ropeType = type;
+        s.ropeFactor = rope.number("factor", 1.0);
+        if (rope.number("partial_rotary_factor", 1.0) != 1.0)
+            throw BuildError{Error::unsupported(path, std::string(key) +
+                                                          " partial_rotary_factor other than 1 "
+                                                          "is not supported")};
+        if (type == "llama3") {
+            s.lowFreqFactor = rope.number("low_freq_factor", 1.0);
+            s.highFreqFactor = rope.number("high_freq_factor", 4.0);
+            s.originalMaxPos = rope.number("original_max_position_embeddings", 8192.0);
+            if (!(s.highFreqFactor > s.lowFreqFactor) || !(s.lowFreqFactor > 0) ||
+                !(s.originalMaxPos > 0))
+                throw BuildError{Error::badInput(path, std::string("config.json ") + key +
+                                                           ": llama3 rope needs high_freq_factor "
+                                                           "> low_freq_factor > 0")};
+        }
+        if (type != "default" && !(s.ropeFactor > 0))
+            throw BuildError{Error::badInput(path, std::string("config.json ") + key +
+                                                       ": factor must be positive")};
     }
-    if (c.has("rope_scaling"))
-        throw BuildError{Error::unsupported(path, "rope_scaling is not supported")};
+    // The llama-shaped families: mistral (sliding window), qwen2 (q/k/v biases), qwen3
+    // (q/k norm); their sliding windows for every layer only (Qwen's per-layer windows are not).
+    s.family = c.text("model_type", "llama");
+    if (s.family == "mistral" && c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
+        s.slidingWindow = c.integer("sliding_window", {}, 1);
+    if (s.family == "qwen2")
+        s.qkvBias = true;
+    if (s.family == "qwen3")
+        s.qkNorm = true;
+    if (s.family == "phi3" && c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
+        s.slidingWindow = c.integer("sliding_window", {}, 1);
+    if ((s.family == "qwen2" || s.family == "qwen3") && c.flag("use_sliding_window", false))
+        throw BuildError{Error::unsupported(path, s.family + " with use_sliding_window is not "
+                                                             "supported (per-layer windows)")};
+    if (s.slidingWindow >= s.maxPos)
+        s.slidingWindow = 0;  // a window past the context masks nothing
     checkLlama(s, path, "config.json");
-    Net n("llama", weights, path, {"", "model.", "base_model."});
+    // Phi-3 stores q, k, v as one qkv_proj and gate, up as one gate_up_proj: the graph reads
+    // row slices of them (views of the mapped tensor, no copy) under llama's names.
+    std::map<std::string, at::Tensor> split;
+    if (s.family == "phi3") {
+        split = weights;
+        const std::int64_t qOut = s.heads * s.headDim;
+        const std::int64_t kvOut = s.kvHeads * s.headDim;
+        auto rows = [&](const std::string& fused, std::int64_t total,
+                        const std::vector<std::pair<std::string, std::int64_t>>& parts) {
+            auto it = weights.find(fused);
+            if (it == weights.end())
+                throw BuildError{Error::badInput(path, "tensor '" + fused + "' is missing")};
+            if (it->second.dim() != 2 || it->second.size(0) != total)
+                throw BuildError{Error::badInput(
+                    path, "tensor '" + fused + "' has shape " + shapeText(it->second.sizes()) +
+                              ", expected " + std::to_string(total) + " rows")};
+            std::int64_t at = 0;
+            for (const auto& [name, count] : parts) {
+                split[name] = it->second.narrow(0, at, count);
+                at += count;
+            }
+            split.erase(fused);
+        };
+        for (std::int64_t i = 0; i < s.layers; ++i) {
+            const std::string b = "model.layers." + str(i) + ".";
+            rows(b + "self_attn.qkv_proj.weight", qOut + 2 * kvOut,
+                 {{b + "self_attn.q_proj.weight", qOut},
+                  {b + "self_attn.k_proj.weight", kvOut},
+                  {b + "self_attn.v_proj.weight", kvOut}});
+            rows(b + "mlp.gate_up_proj.weight", 2 * s.inter,
+                 {{b + "mlp.gate_proj.weight", s.inter}, {b + "mlp.up_proj.weight", s.inter}});
+        }
+    }
+    Net n(s.family, s.family == "phi3" ? split : weights, path, {"", "model.", "base_model."});
     // HF names carry "model." already; the prefixes above let bare names ("layers.0...") work.
     return buildLlamaGraph(s, n);
 }
@@ -850,14 +975,15 @@ Result<ir::Graph> buildFromHfConfig(const nlohmann::json& config,
         if (!c.has("model_type"))
             throw BuildError{Error::badInput(path, "config.json has no \"model_type\"")};
         const std::string type = c.text("model_type", "");
+        if (!isHfModelType(type))
+            throw BuildError{Error::unsupported(path, "model_type '" + type +
+                                                          "' is not supported (" +
+                                                          hfModelTypesText() + ")")};
         if (type == "bert")
             return buildBert(c, weights, path);
-        if (type == "llama")
-            return buildLlama(c, weights, path);
         if (type == "gpt2")
             return buildGpt2(c, weights, path);
-        throw BuildError{Error::unsupported(path, "model_type '" + type +
-                                                      "' is not supported (bert, llama, gpt2)")};
+        return buildLlama(c, weights, path);  // llama and the llama-shaped families
     });
 }
 

@@ -12,6 +12,8 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 
@@ -23,9 +25,31 @@ namespace bitlens::model {
 ///    last_hidden_state [B, S, hidden]; metadata task "embedding".
 ///  - "llama": LlamaForCausalLM (SmolLM2); input input_ids; output logits [B, S, vocab];
 ///    lm_head tied to the embedding when absent; metadata task "lm".
+///  - "mistral", "qwen2", "qwen3", "phi3": the llama-shaped families (MistralForCausalLM with
+///    its sliding window; Qwen2ForCausalLM's q/k/v biases; Qwen3ForCausalLM's per-head q/k
+///    RMSNorm; Phi3ForCausalLM's fused qkv_proj / gate_up_proj, read as row views); the llama graph, metadata model_type naming the family. Rope scaling: default,
+///    linear, llama3.
 ///  - "gpt2": GPT2LMHeadModel (lm_head tied to wte); output logits; task "lm".
 /// Unsupported model_type or options: ErrorCode::Unsupported; missing or mis-shaped tensors:
 /// BadInput naming the tensor; `path` names the model in errors.
+/// The config.json model_type values buildFromHfConfig builds.
+inline constexpr std::array<const char*, 7> kHfModelTypes = {
+    "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt2"};
+/// Whether buildFromHfConfig builds `modelType` (checked before any weight is mapped).
+inline bool isHfModelType(const std::string& modelType)
+{
+    return std::find(kHfModelTypes.begin(), kHfModelTypes.end(), modelType) !=
+           kHfModelTypes.end();
+}
+/// "bert, llama, ..." for error messages.
+inline std::string hfModelTypesText()
+{
+    std::string text;
+    for (const char* t : kHfModelTypes)
+        text += (text.empty() ? "" : ", ") + std::string(t);
+    return text;
+}
+
 Result<ir::Graph> buildFromHfConfig(const nlohmann::json& config,
                                     const std::map<std::string, at::Tensor>& weights,
                                     const std::string& path);

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "io/torchscript.h"
 #include "ir/graph.h"
+#include "ir/shape_inference.h"
 #include "ir/task.h"
 #include "model/hf_builders.h"
 #include "model/torch_rnn.h"
@@ -159,12 +160,13 @@ Result<Loaded> loadSafetensorsModel(const std::string& path, Progress& progress,
         return Error::badInput(files->config, "not a JSON object");
     // Refuse an unknown architecture before mapping gigabytes of weights.
     const std::string type = config.value("model_type", std::string());
-    if (type != "bert" && type != "llama" && type != "gpt2")
+    if (!model::isHfModelType(type))
         return Error::unsupported(files->config,
                                   type.empty() ? std::string("no \"model_type\": the "
                                                              "architecture is unknown")
                                                : "model_type '" + type +
-                                                     "' is not supported (bert, llama, gpt2)");
+                                                     "' is not supported (" +
+                                                     model::hfModelTypesText() + ")");
     progress.report(0.1, "mapping " + fs::path(files->weights).filename().string());
     auto weights = io::readSafetensors(files->weights);
     if (!weights)
@@ -377,7 +379,22 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
                                              formatShape(in.shape) +
                                              ": one sample would hold more than 2^28 elements");
     }
-    auto shapes = exec::traceShapes(graph);
+    // A model larger than kTraceBytes gets its shapes from shape inference alone when that
+    // derives every node's output: tracing would read every weight (an 8B model's 16 GB) just
+    // to list the layers. Smaller models are traced, which also shows at open that they run.
+    constexpr std::int64_t kTraceBytes = std::int64_t{1} << 30;
+    Result<ir::ShapeMap> shapes = Error::runtime("not traced");
+    if (summary.bytes > kTraceBytes) {
+        auto inferred = ir::inferShapes(graph);
+        bool complete = inferred.ok();
+        for (std::size_t i = 0; complete && i < graph.nodes.size(); ++i)
+            for (const auto& out : graph.nodes[i].outputs)
+                complete = complete && (out.empty() || inferred->count(out) != 0);
+        if (complete)
+            shapes = std::move(inferred);
+    }
+    if (!shapes)
+        shapes = exec::traceShapes(graph);
     if (!shapes) {
         Error e = shapes.error();
         e.path = path;

@@ -88,8 +88,9 @@ private:
 ///  - ONNX files;
 ///  - safetensors: a .safetensors file with config.json beside it, a
 ///    model.safetensors.index.json (sharded), or a Hugging Face folder (config.json +
-///    model.safetensors[.index.json]); weights stay memory-mapped where they are float32;
-///    the config's model_type picks the builder (bert, llama, gpt2);
+///    model.safetensors[.index.json]); weights stay memory-mapped (float32, and bf16 / fp16
+///    in their own width, widened per node: ir::Graph::widenOnRead); the config's model_type
+///    picks the builder (model::kHfModelTypes: bert, llama, mistral, qwen2, qwen3, gpt2);
 ///  - GGUF files with general.architecture "llama"; every tensor is dequantized to float32,
 ///    so the float baseline is the file's own (quantized) weights — summary().note says so.
 /// The tokenizer beside the weights (or inside the GGUF) is loaded with the model.

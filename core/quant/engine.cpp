@@ -544,10 +544,13 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         c10::InferenceMode guard;
         QuantizedModel model;
         model.scheme = scheme;
-        model.bytesFloat = floatGraph.parameterBytes();
-        model.graph = scheme.foldBatchNorm
-                          ? foldBatchNorm(floatGraph, &model.foldedBatchNorms)
-                          : floatGraph;
+        // Passes rewrite weights in float32: 16-bit weights kept mapped at open widen here.
+        auto wide = ir::widened(floatGraph);
+        if (!wide)
+            return wide.error();
+        model.bytesFloat = wide->parameterBytes();
+        model.graph = scheme.foldBatchNorm ? foldBatchNorm(*wide, &model.foldedBatchNorms)
+                                           : std::move(wide).value();
         auto plan = makePlan(model.graph, scheme);
         if (!plan)
             return plan.error();

@@ -326,8 +326,12 @@ Result<QuantizedModel> trainQat(const ir::Graph& floatGraph, const quant::Scheme
         if (auto r = checkTrainable(base.plan); !r)
             return r.error();
 
-        // The training graph: a deep copy (the caller's float graph stays as it is).
-        ir::Graph trainGraph = floatGraph;
+        // The training graph: a deep copy in float32 (the caller's float graph stays as it
+        // is; 16-bit weights it reads as float32 are widened).
+        auto wide = ir::widened(floatGraph);
+        if (!wide)
+            return wide.error();
+        ir::Graph trainGraph = std::move(wide).value();
         for (auto& [name, t] : trainGraph.initializers)
             t = t.detach().clone();
         std::set<std::string> bnStats;

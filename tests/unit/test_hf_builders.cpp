@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 
 using namespace bitlens;
 using ir::OpKind;
@@ -142,6 +143,107 @@ TEST(HfBuilders, LlamaMatchesTransformers)
     for (const auto& [name, t] : g.weights)
         hfParams += t.numel();
     EXPECT_EQ(graph.parameterCount(), hfParams + constantElements(graph));
+}
+
+TEST(HfBuilders, Llama3RopeScalingMatchesTransformers)
+{
+    // Llama 3.1's rope_type "llama3" with a kept, a blended and two stretched frequencies.
+    const Golden g = loadGolden("llama3_rope");
+    ASSERT_EQ(g.config.at("rope_parameters").at("rope_type"), "llama3");
+    const ir::Graph graph = mustBuild(g, "llama3_rope");
+    const auto out = run(graph, {g.ref.at("input_ids")});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")), 1e-5);
+    // The same file read as written before transformers 5 (rope_scaling + rope_theta).
+    Golden old = g;
+    old.config["rope_scaling"] = old.config["rope_parameters"];
+    old.config["rope_theta"] = old.config["rope_parameters"]["rope_theta"];
+    old.config.erase("rope_parameters");
+    const auto outOld = run(mustBuild(old, "llama3_rope"), {g.ref.at("input_ids")});
+    ASSERT_EQ(outOld.size(), 1u);
+    EXPECT_TRUE(at::equal(outOld[0], out[0]));
+    // Unscaled rope gives other logits: the scaling is what the golden tests.
+    Golden plain = g;
+    plain.config.erase("rope_parameters");
+    const auto outPlain = run(mustBuild(plain, "llama3_rope"), {g.ref.at("input_ids")});
+    ASSERT_EQ(outPlain.size(), 1u);
+    EXPECT_GT(maxAbsDiff(outPlain[0], g.ref.at("output")), 1e-3);
+    // Scaling types BitLens does not implement are refused by name.
+    Golden yarn = g;
+    yarn.config["rope_parameters"]["rope_type"] = "yarn";
+    auto refused = model::buildFromHfConfig(yarn.config, yarn.weights, "yarn");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("rope_type 'yarn' is not supported"),
+              std::string::npos)
+        << refused.error().message;
+}
+
+TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
+{
+    // Mistral (sliding window 5 under a 12-token input), Qwen2 (random q/k/v biases), Qwen3
+    // (per-head q/k RMSNorm, head_dim 16 != hidden / heads), Phi-3 (fused qkv_proj and
+    // gate_up_proj, read as row views): logits as transformers gives them.
+    for (const std::string name : {"mistral", "qwen2", "qwen3", "phi3"}) {
+        SCOPED_TRACE(name);
+        const Golden g = loadGolden(name);
+        const ir::Graph graph = mustBuild(g, name);
+        EXPECT_EQ(graph.metadata.at("model_type"), name);
+        EXPECT_EQ(graph.metadata.at("task"), "lm");
+        const auto out = run(graph, {g.ref.at("input_ids")});
+        ASSERT_EQ(out.size(), 1u);
+        const double scale = g.ref.at("output").abs().max().item<double>();
+        EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")), 1e-4 * scale);
+        std::int64_t hfParams = 0;
+        for (const auto& [w, t] : g.weights)
+            hfParams += t.numel();
+        EXPECT_EQ(graph.parameterCount(), hfParams + constantElements(graph));
+        int layers = 0;
+        for (const auto& node : graph.nodes)
+            layers += quant::isQuantizable(graph, node) ? 1 : 0;
+        EXPECT_EQ(layers, 2 * 7 + 1);
+    }
+    // What each family adds is what the golden tests: without it the logits differ.
+    auto without = [](const std::string& name, const std::function<void(Golden&)>& change) {
+        Golden g = loadGolden(name);
+        change(g);
+        auto graph = model::buildFromHfConfig(g.config, g.weights, name);
+        EXPECT_TRUE(graph.ok()) << (graph.ok() ? "" : graph.error().userMessage());
+        if (!graph.ok())
+            return 0.0;
+        const auto out = run(*graph, {g.ref.at("input_ids")});
+        return out.empty() ? 0.0 : maxAbsDiff(out[0], g.ref.at("output"));
+    };
+    EXPECT_GT(without("mistral", [](Golden& g) { g.config["sliding_window"] = nullptr; }), 1e-3);
+    EXPECT_GT(without("qwen2",
+                      [](Golden& g) {
+                          for (auto& [w, t] : g.weights)
+                              if (w.ends_with("_proj.bias"))
+                                  t = at::zeros_like(t);
+                      }),
+              1e-3);
+    EXPECT_GT(without("qwen3",
+                      [](Golden& g) {
+                          for (auto& [w, t] : g.weights)
+                              if (w.ends_with("q_norm.weight") || w.ends_with("k_norm.weight"))
+                                  t = at::ones_like(t);
+                      }),
+              1e-3);
+    // Phi-3's q, k, v, gate and up are views into its fused tensors, not copies.
+    {
+        const Golden g = loadGolden("phi3");
+        const ir::Graph graph = mustBuild(g, "phi3");
+        const at::Tensor& fused = g.weights.at("model.layers.0.self_attn.qkv_proj.weight");
+        const at::Tensor& k = graph.initializers.at("model.layers.0.self_attn.k_proj.weight");
+        EXPECT_TRUE(k.storage().is_alias_of(fused.storage()));
+        EXPECT_TRUE(at::equal(k.t(), fused.narrow(0, 32, 16)));
+    }
+    // Qwen's per-layer sliding windows are refused by name, not run as full attention.
+    Golden windowed = loadGolden("qwen2");
+    windowed.config["use_sliding_window"] = true;
+    auto refused = model::buildFromHfConfig(windowed.config, windowed.weights, "qwen2");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(refused.error().message.find("use_sliding_window"), std::string::npos);
 }
 
 TEST(HfBuilders, TiedLlamaSharesTheEmbeddingWithTheHead)

@@ -10,8 +10,12 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "ir/graph.h"
+#include "ir/shape_inference.h"
 #include "model/model.h"
+#include "model/hf_builders.h"
 #include "model/model_data.h"
+#include "quant/engine.h"
+#include "quant/scheme.h"
 #include "text/tokenizer.h"
 
 #include <ATen/ATen.h>
@@ -258,6 +262,186 @@ TEST(OpenModel, SafetensorsWeightsStayMapped)
     EXPECT_TRUE(inside) << "the weight was copied out of the mapping";
     const at::Tensor out = runFirst(*model, {g.ref.at("input_ids"), g.ref.at("attention_mask")});
     EXPECT_LT(maxAbsDiff(out, g.ref.at("output")), 1e-4);
+}
+
+namespace {
+
+/// Whether `address` lies in a mapping of `file` listed in /proc/self/maps.
+bool insideMapping(const void* address, const std::string& file)
+{
+    const auto a = reinterpret_cast<std::uintptr_t>(address);
+    const std::string canonical = fs::canonical(file).string();
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+        if (line.size() < canonical.size() ||
+            line.compare(line.size() - canonical.size(), canonical.size(), canonical))
+            continue;
+        const auto dash = line.find('-');
+        const auto lo = std::stoull(line.substr(0, dash), nullptr, 16);
+        const auto hi = std::stoull(line.substr(dash + 1, line.find(' ') - dash - 1), nullptr, 16);
+        if (a >= lo && a < hi)
+            return true;
+    }
+    return false;
+}
+
+Golden withWeights(const Golden& g, at::ScalarType type)
+{
+    Golden out = g;
+    for (auto& [name, t] : out.weights)
+        t = t.to(type).contiguous();
+    return out;
+}
+
+quant::QuantizedModel mustPrepare(const ir::Graph& graph, const std::string& preset)
+{
+    auto scheme = quant::parseScheme(preset);
+    EXPECT_TRUE(scheme.ok());
+    Progress progress;
+    auto prepared = quant::prepare(graph, *scheme, at::Tensor(), progress, CancelToken());
+    EXPECT_TRUE(prepared.ok()) << (prepared.ok() ? "" : prepared.error().userMessage());
+    return prepared.ok() ? std::move(prepared).value() : quant::QuantizedModel();
+}
+
+} // namespace
+
+TEST(OpenModel, Bf16WeightsStayMappedInTheirWidthAndRunAsFloat32)
+{
+    // A bf16 folder (what today's LLMs ship) against the same values stored as float32.
+    const Golden g = loadGolden("llama");
+    test::TempDir dir16("bf16");
+    test::TempDir dir32("f32");
+    writeHfFolder(dir16.path(), withWeights(g, at::kBFloat16));
+    Golden wide = withWeights(withWeights(g, at::kBFloat16), at::kFloat);
+    writeHfFolder(dir32.path(), wide);
+    auto m16 = mustOpen(dir16.path());
+    auto m32 = mustOpen(dir32.path());
+    ASSERT_TRUE(m16 && m32);
+    // Every weight of the file is a bf16 view into the mapping, read as float32 by the graph.
+    const ir::Graph& graph = m16->graph();
+    int mapped = 0;
+    for (const auto& [name, t] : graph.initializers) {
+        if (name.rfind("const.", 0) == 0 || name.rfind("rotary.", 0) == 0 || !t.is_floating_point())
+            continue;
+        SCOPED_TRACE(name);
+        EXPECT_EQ(t.scalar_type(), at::kBFloat16);
+        EXPECT_EQ(graph.widenOnRead.count(name), 1u);
+        EXPECT_TRUE(insideMapping(t.data_ptr(), dir16.file("model.safetensors")));
+        ++mapped;
+    }
+    EXPECT_EQ(mapped, static_cast<int>(g.weights.size()));
+    // The summary counts the same parameters at (nearly) half the bytes: the graph's own
+    // constants (rotary frequencies, shape vectors) stay as they are.
+    EXPECT_EQ(m16->summary().params, m32->summary().params);
+    EXPECT_LT(m16->summary().bytes, m32->summary().bytes * 6 / 10);
+    EXPECT_GT(m16->summary().bytes, m32->summary().bytes * 4 / 10);
+    // Widened per node, the logits are those of the float32 file bit for bit, whether the
+    // executor keeps the widened copies or drops each after its node.
+    const at::Tensor out32 = runFirst(*m32, {g.ref.at("input_ids")});
+    const at::Tensor out16 = runFirst(*m16, {g.ref.at("input_ids")});
+    EXPECT_TRUE(at::equal(out16, out32));
+    exec::ExecOptions noCache;
+    noCache.widenCacheBytes = 0;
+    exec::Executor dropping(graph, noCache);
+    auto outDropping = dropping.run({g.ref.at("input_ids")});
+    ASSERT_TRUE(outDropping.ok());
+    EXPECT_TRUE(at::equal(outDropping->front(), out32));
+    EXPECT_LT(maxAbsDiff(out16, g.ref.at("output")), 0.05);  // bf16 weights vs float32 ones
+    // Quantizing reads the same float32 values: the same codes, the same model size.
+    const auto q16 = mustPrepare(graph, "w4-int4");
+    const auto q32 = mustPrepare(m32->graph(), "w4-int4");
+    ASSERT_EQ(q16.layers.size(), q32.layers.size());
+    for (const auto& [name, lq] : q32.layers) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(q16.layers.count(name), 1u);
+        const at::Tensor& fq16 = q16.layers.at(name).weightFq;
+        ASSERT_EQ(fq16.defined(), lq.weightFq.defined());  // kept-float layers have none
+        if (lq.weightFq.defined())
+            EXPECT_TRUE(at::equal(fq16, lq.weightFq));
+        if (lq.weightFloat.defined())
+            EXPECT_TRUE(at::equal(q16.layers.at(name).weightFloat, lq.weightFloat));
+    }
+    EXPECT_EQ(q16.bytesFloat, q32.bytesFloat);
+    EXPECT_EQ(q16.bytesQuantized, q32.bytesQuantized);
+    EXPECT_TRUE(q16.graph.widenOnRead.empty());
+}
+
+TEST(OpenModel, WidenedGraphKeepsATiedEmbeddingOneTensor)
+{
+    const Golden g = withWeights(loadGolden("llama_tied"), at::kBFloat16);
+    test::TempDir dir;
+    writeHfFolder(dir.path(), g);
+    auto model = mustOpen(dir.path());
+    ASSERT_TRUE(model);
+    auto wide = ir::widened(model->graph());
+    ASSERT_TRUE(wide.ok());
+    const at::Tensor& embed = wide->initializers.at("model.embed_tokens.weight");
+    const at::Tensor& head = wide->initializers.at("lm_head.weight");
+    EXPECT_EQ(embed.scalar_type(), at::kFloat);
+    EXPECT_TRUE(embed.storage().is_alias_of(head.storage()));
+    EXPECT_TRUE(at::equal(head, embed.t()));
+    EXPECT_TRUE(at::equal(embed, model->graph().initializers.at("model.embed_tokens.weight")
+                                     .to(at::kFloat)));
+}
+
+TEST(OpenModel, NanInA16BitWeightIsNamedWhenTheWeightIsRead)
+{
+    Golden g = withWeights(loadGolden("llama"), at::kHalf);
+    const std::string bad = "model.layers.1.mlp.down_proj.weight";
+    ASSERT_EQ(g.weights.count(bad), 1u);
+    g.weights[bad].view({-1})[5] = std::numeric_limits<float>::quiet_NaN();
+    // A small model is traced at open, which reads every weight: refused there, by name.
+    test::TempDir dir;
+    writeHfFolder(dir.path(), g);
+    auto opened = openModel(dir.path());
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.error().path, dir.path());
+    EXPECT_NE(opened.error().message.find("'" + bad + "' holds NaN or infinite values"),
+              std::string::npos)
+        << opened.error().message;
+    // Building the graph reads no 16-bit weight (a large model is not traced): the check is
+    // the first read's, when the executor widens the weight or a pass quantizes it.
+    auto graph = model::buildFromHfConfig(g.config, g.weights, "nan.safetensors");
+    ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
+    exec::Executor executor(*graph);
+    auto out = executor.run({g.ref.at("input_ids")});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.error().message.find("its weight tensor '" + bad +
+                                       "' holds NaN or infinite values"),
+              std::string::npos)
+        << out.error().message;
+    auto scheme = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(scheme.ok());
+    Progress progress;
+    auto prepared = quant::prepare(*graph, *scheme, at::Tensor(), progress, CancelToken());
+    ASSERT_FALSE(prepared.ok());
+    EXPECT_EQ(prepared.error().code, ErrorCode::BadInput);
+    EXPECT_NE(prepared.error().message.find(bad), std::string::npos)
+        << prepared.error().message;
+}
+
+TEST(OpenModel, ShapeInferenceCoversTheLanguageModelsItSkipsTracingFor)
+{
+    // Models past 1 GiB of weights are summarized from ir::inferShapes alone when it derives
+    // every node's output; the builders' graphs must be such graphs, with the traced shapes.
+    for (const std::string name : {"llama", "llama_tied", "llama3_rope", "gpt2", "bert"}) {
+        SCOPED_TRACE(name);
+        const Golden g = withWeights(loadGolden(name), at::kBFloat16);
+        test::TempDir dir;
+        writeHfFolder(dir.path(), g);
+        auto model = mustOpen(dir.path());
+        ASSERT_TRUE(model);
+        auto inferred = ir::inferShapes(model->graph());
+        auto traced = exec::traceShapes(model->graph());
+        ASSERT_TRUE(inferred.ok() && traced.ok());
+        for (const auto& node : model->graph().nodes)
+            for (const auto& out : node.outputs) {
+                if (out.empty())
+                    continue;
+                ASSERT_EQ(inferred->count(out), 1u) << node.name << " -> " << out;
+                EXPECT_EQ(inferred->at(out), traced->at(out)) << out;
+            }
+    }
 }
 
 TEST(OpenModel, BertFolderCarriesItsTokenizerAndTextBecomesPaddedLines)

@@ -49,7 +49,7 @@ def sharpen_attention(model):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if any(k in name for k in ("q_proj.weight", "k_proj.weight", "query.weight",
-                                       "key.weight", "c_attn.weight")):
+                                       "key.weight", "c_attn.weight", "qkv_proj.weight")):
                 p.mul_(15.0)
 
 
@@ -77,13 +77,15 @@ def bert():
           "pooled": pooled.numpy()})
 
 
-def llama(name, tie, theta, layers, seed):
+def llama(name, tie, theta, layers, seed, rope_scaling=None):
     torch.manual_seed(seed)
+    extra_cfg = {"rope_scaling": rope_scaling} if rope_scaling else {}
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=layers,
                                    num_attention_heads=4, num_key_value_heads=2,
                                    intermediate_size=48, max_position_embeddings=64,
                                    rms_norm_eps=1e-5, rope_theta=theta,
-                                   tie_word_embeddings=tie, attn_implementation="eager")
+                                   tie_word_embeddings=tie, attn_implementation="eager",
+                                   **extra_cfg)
     model = transformers.LlamaForCausalLM(cfg).eval()
     # Random init gives near-uniform logits; sharpen the embeddings so tests see real structure.
     with torch.no_grad():
@@ -124,6 +126,55 @@ def llama(name, tie, theta, layers, seed):
     d = cfg.to_dict()
     d["model_type"] = "llama"
     save(name, d, state, extra)
+
+
+def llama3_rope():
+    # Llama 3.1's rope scaling: with head dim 8 and theta 10000 the four frequencies have
+    # wavelengths 6.3, 63, 628 and 6283 positions; original context 48 with factors 0.5 / 4
+    # (bounds 12 and 96) puts one below the high-frequency bound (kept), one between
+    # (smoothed), two above (divided by the factor).
+    # The 12-token input sits at positions 0..11, where the 4 frequencies differ.
+    llama("llama3_rope", tie=False, theta=10000.0, layers=1, seed=7,
+          rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.5,
+                        "high_freq_factor": 4.0, "original_max_position_embeddings": 48})
+
+
+def llama_family(name, config_cls, model_cls, model_type, seed, **extra):
+    """A tiny random model of a llama-shaped family (mistral, qwen2, qwen3) and its logits on
+    a 12-token input."""
+    torch.manual_seed(seed)
+    cfg = config_cls(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                     rms_norm_eps=1e-5, tie_word_embeddings=False,
+                     attn_implementation="eager", **extra)
+    model = model_cls(cfg).eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(20.0)
+        for n, p in model.named_parameters():
+            if n.endswith("_proj.bias") or n.endswith("_norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.5 + (1.0 if n.endswith("norm.weight") else 0.0))
+    sharpen_attention(model)
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    d = cfg.to_dict()
+    d["model_type"] = model_type
+    save(name, d, clean_state(model), {"input_ids": ids.numpy(), "output": logits.numpy()})
+
+
+def llama_families():
+    # Mistral with a sliding window shorter than the 12-token input: the window mask matters.
+    llama_family("mistral", transformers.MistralConfig, transformers.MistralForCausalLM,
+                 "mistral", seed=8, sliding_window=5)
+    # Qwen2: biases on q, k, v (random, so they matter), none on o.
+    llama_family("qwen2", transformers.Qwen2Config, transformers.Qwen2ForCausalLM, "qwen2",
+                 seed=9)
+    # Qwen3: per-head RMSNorm of q and k, head_dim 16 (not hidden / heads = 8).
+    llama_family("qwen3", transformers.Qwen3Config, transformers.Qwen3ForCausalLM, "qwen3",
+                 seed=10, head_dim=16)
+    # Phi-3: fused qkv_proj [(heads + 2 kv) * hd, hidden] and gate_up_proj [2 * inter, hidden].
+    llama_family("phi3", transformers.Phi3Config, transformers.Phi3ForCausalLM, "phi3",
+                 seed=11, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
 def gpt2():
@@ -219,6 +270,8 @@ def main():
     bert()
     llama("llama", tie=False, theta=10000.0, layers=2, seed=2)
     llama("llama_tied", tie=True, theta=100000.0, layers=1, seed=4)
+    llama3_rope()
+    llama_families()
     gpt2()
     rnn("lstm", "lstm", bidirectional=False, seed=5)
     rnn("gru", "gru", bidirectional=True, seed=6)
