@@ -171,7 +171,8 @@ void HistogramChart::build()
                                     : tr("%2: %1").arg(modeName, m_layer));
     const nlohmann::json* layer = currentLayer();
     if (!layer) {
-        showMessage(m_layers.empty() ? tr("No data")
+        showMessage(m_layers.empty() ? tr("No data yet: run a scheme (Run, Ctrl+R), then pick "
+                                          "a layer")
                                      : tr("No data: no layer “%1”").arg(m_layer));
         return;
     }

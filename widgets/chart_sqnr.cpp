@@ -88,7 +88,10 @@ void SqnrChart::build(const nlohmann::json& report)
         }
     }
     if (m_names.isEmpty()) {
-        showMessage(tr("No data: the report has no layers with SQNR"));
+        // Before any run the window shows an empty report: say what makes this chart.
+        showMessage(layers ? tr("No data: the report has no layers with SQNR")
+                           : tr("No data yet: run a scheme (Run, Ctrl+R) to see each layer's "
+                                "SQNR"));
         return;
     }
     clearChart();

@@ -168,6 +168,7 @@ MainWindow::MainWindow(QWidget* parent)
     setCentralWidget(m_mainSplitter);
 
     connect(m_quantPanel, &QuantPanel::runRequested, this, &MainWindow::runQuantization);
+    connect(m_quantPanel, &QuantPanel::schemeChanged, this, &MainWindow::updateMemoryForecast);
     connect(m_quantPanel, &QuantPanel::cancelRequested, this, &MainWindow::cancelQuantization);
     connect(m_quantPanel, &QuantPanel::compareRequested, this, &MainWindow::runComparison);
     connect(m_quantPanel, &QuantPanel::sensitivityRequested, this, &MainWindow::runSensitivity);

@@ -231,6 +231,8 @@ private:
     bool prepareRun(QuantRequest& request);
     void onQuantFailed(const Error& error, const QString& what);
     void updateQuantState();
+    /// The Memory line of the scheme panel for the current scheme and overrides.
+    void updateMemoryForecast();
     void showMetricColumns(bool shown);
     void fitLayerColumns();
     void updateLayerCount();

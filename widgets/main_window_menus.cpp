@@ -230,6 +230,7 @@ bool MainWindow::setLayerOverride(const QString& layer, const QString& scheme)
     }
     m_overrides[layer] = keepFloat ? QStringLiteral("float") : value;
     m_layerModel->setOverrides(m_overrides);
+    updateMemoryForecast();
     return true;
 }
 
@@ -237,6 +238,7 @@ void MainWindow::clearLayerOverride(const QString& layer)
 {
     m_overrides.remove(layer);
     m_layerModel->setOverrides(m_overrides);
+    updateMemoryForecast();
 }
 
 void MainWindow::chooseModel()

@@ -172,8 +172,29 @@ void MainWindow::onQuantFailed(const Error& error, const QString& what)
     showError(tr("%1 failed: %2").arg(what, reason));
 }
 
+void MainWindow::updateMemoryForecast()
+{
+    if (!m_session) {
+        m_quantPanel->setMemoryForecast(QString(), true);
+        return;
+    }
+    std::map<std::string, std::string> overrides;
+    for (auto it = m_overrides.cbegin(); it != m_overrides.cend(); ++it)
+        overrides[it.key().toStdString()] = it.value().toStdString();
+    // The graph only (never the session's data), so this is safe while a job runs.
+    auto forecast =
+        workspace::memoryForecast(*m_session, m_quantPanel->schemeText().toStdString(), overrides);
+    if (!forecast) {
+        m_quantPanel->setMemoryForecast(tr("(no estimate: %1)").arg(reasonText(forecast.error())),
+                                        true);
+        return;
+    }
+    m_quantPanel->setMemoryForecast(QString::fromStdString(forecast->text), forecast->fits);
+}
+
 void MainWindow::updateQuantState()
 {
+    updateMemoryForecast();
     m_quantPanel->setRunnable(m_session != nullptr);
     m_quantPanel->setRunning(m_quantJobs->isRunning());
     // Export needs a run on screen and a free job channel (a new job would cancel the running).

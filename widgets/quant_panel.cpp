@@ -7,6 +7,7 @@
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSignalBlocker>
@@ -82,6 +83,11 @@ QuantPanel::QuantPanel(QWidget* parent)
     form->addRow(tr("Calibration"), m_calibSamples);
     form->addRow(QString(), m_evalAll);
     form->addRow(tr("CLI"), m_schemeLine);
+    m_memory = new QLabel;
+    m_memory->setWordWrap(true);
+    m_memory->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Memory"), m_memory);
+    setMemoryForecast(QString(), true);
     auto* buttons = new QGridLayout;
     buttons->addWidget(m_run, 0, 0);
     buttons->addWidget(m_cancel, 0, 1);
@@ -103,6 +109,22 @@ QuantPanel::QuantPanel(QWidget* parent)
     connect(m_sensitivity, &QPushButton::clicked, this, &QuantPanel::sensitivityRequested);
     updateSchemeLine();
     setRunning(false);
+}
+
+void QuantPanel::setMemoryForecast(const QString& text, bool fits)
+{
+    if (text.isEmpty()) {
+        m_memory->setText(tr("Open a model to see the memory a run needs."));
+        m_memory->setStyleSheet(QString());
+        m_memory->setToolTip(QString());
+        return;
+    }
+    m_memory->setText(fits ? text : tr("Will not fit: %1").arg(text));
+    m_memory->setStyleSheet(fits ? QString() : QStringLiteral("color: #b00020;"));
+    m_memory->setToolTip(
+        fits ? tr("Peak memory of a run of this scheme, estimated before it starts")
+             : tr("A run of this scheme would be refused before it allocates: quantize fewer "
+                  "layers, use a smaller model, or plan with the Plan tab"));
 }
 
 QString QuantPanel::schemeText() const

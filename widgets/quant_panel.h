@@ -9,6 +9,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
@@ -37,6 +38,12 @@ public:
     void setRunnable(bool runnable);
     /// Shows the running state: Cancel enabled, the run buttons disabled.
     void setRunning(bool running);
+
+    /// Shows what a run of the scheme will hold against the memory available (from
+    /// workspace::memoryForecast); `fits` false marks it as a run that will be refused.
+    /// An empty text says to open a model first.
+    void setMemoryForecast(const QString& text, bool fits);
+    QLabel* memoryLabel() const { return m_memory; }
 
     /// Evaluation samples used by default, for interactivity.
     static constexpr qint64 kDefaultEvalSamples = 2000;
@@ -78,6 +85,7 @@ private:
     QCheckBox* m_symmetric;
     QCheckBox* m_reduceRange;
     QSpinBox* m_calibSamples;
+    QLabel* m_memory;
     QCheckBox* m_evalAll;
     QLineEdit* m_schemeLine;
     QPushButton* m_run;

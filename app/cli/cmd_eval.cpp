@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "analysis/lm_metrics.h"
+#include "analysis/memory_estimate.h"
 #include "analysis/metrics.h"
 #include "exec/device.h"
 #include "model/model.h"
@@ -50,6 +51,13 @@ int cmdEval(const Args& args)
     auto data = loadModelData(**model, dataPath, "test", dataOptions, loadProgress);
     if (!data)
         return fail(data.error());
+    // Refused before the run allocates when its activations and widened weights cannot fit.
+    const ir::Graph& graph = (*model)->graph();
+    if (auto fits = analysis::checkMemory(
+            analysis::estimateEval(graph, analysis::workShapeOf(graph, data->inputs)),
+            modelArg->path);
+        !fits)
+        return fail(fits.error());
     Progress evalProgress = stderrProgress(quiet);
     auto top1 = analysis::evaluateMetric((*model)->graph(), *data, c10::Device(*device), 256, nullptr, {},
                                          evalProgress);

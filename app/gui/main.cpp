@@ -260,8 +260,18 @@ int main(int argc, char** argv)
                          });
     }
     window.show();
-    if (!data.isEmpty())
-        window.openData(data);
+    if (!data.isEmpty()) {
+        // Text data is cut by the model's tokenizer: open it once the model is there (a large
+        // model's open takes a moment, and data opened before it would find no tokenizer).
+        auto opened = std::make_shared<bool>(false);
+        QObject::connect(&window, &bitlens::widgets::MainWindow::modelLoaded, &window,
+                         [&window, data, opened] {
+                             if (!std::exchange(*opened, true))
+                                 window.openData(data);
+                         });
+        if (window.currentModel() && !std::exchange(*opened, true))
+            window.openData(data);
+    }
 
     return QApplication::exec();
 }

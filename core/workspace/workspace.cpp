@@ -3,6 +3,7 @@
 #include "workspace/workspace_state.h"
 
 #include "analysis/lm_metrics.h"
+#include "analysis/memory_estimate.h"
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
 #include "exec/device.h"
@@ -231,6 +232,13 @@ Result<PreparedRun> prepareRun(Workspace& ws, const ResolvedData& data,
     Workspace::State& state = ws.state();
     const ir::Graph& graph = ws.model()->graph();
     const at::Tensor calib = data.calib ? data.calib->inputs : at::Tensor();
+    // Refused before anything is allocated when the prepared model cannot fit.
+    if (auto fits = analysis::checkMemory(
+            analysis::estimateQuantize(graph, scheme,
+                                       analysis::workShapeOf(graph, data.analysisBatch())),
+            ws.model()->path());
+        !fits)
+        return fits.error();
     if (scheme.qat) {
         if (reuseWhole && state.lastTrained && state.lastTrained->scheme.spec == scheme.spec &&
             sameTensor(state.lastTrainedCalib, calib))
@@ -526,6 +534,28 @@ bool isTrainingScheme(const std::string& spec)
 {
     auto scheme = quant::parseScheme(spec);
     return scheme && scheme->qat.has_value();
+}
+
+Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& scheme,
+                                      const std::map<std::string, std::string>& overrides)
+{
+    auto parsed = detail::schemeOf(scheme, overrides);
+    if (!parsed)
+        return parsed.error();
+    const ir::Graph& graph = ws.model()->graph();
+    const bool tokens = !graph.inputs.empty() && graph.inputs.front().shape.size() == 2 &&
+                        graph.inputs.front().dtype == ir::DType::Int64;
+    const analysis::WorkShape shape{tokens ? 2 : 64, tokens ? kLmSeqLen : 1};
+    const analysis::MemoryEstimate e = analysis::estimateQuantize(graph, *parsed, shape);
+    MemoryForecast f;
+    f.neededBytes = e.total();
+    const auto available = analysis::availableMemory();
+    f.availableBytes = available.value_or(-1);
+    f.fits = !available || f.neededBytes <= *available;
+    f.text = "~" + analysis::formatGigabytes(f.neededBytes) +
+             (available ? " of " + analysis::formatGigabytes(*available) + " available" : "") +
+             " " + e.partsText();
+    return f;
 }
 
 Result<void> checkScheme(const std::string& spec)

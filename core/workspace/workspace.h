@@ -249,6 +249,19 @@ void discardExport(const std::string& stagingPath);
 bool isTrainingScheme(const std::string& spec);
 /// The scheme presets, in the order the GUI lists them.
 std::vector<std::string> schemePresets();
+/// What a quantize run of a scheme will hold at its peak against the memory available: the
+/// estimate prepareRun refuses a run on (analysis/memory_estimate.h), for the GUI to show
+/// before a run. Planned for the default batch (text: 2 windows of 512 tokens).
+struct MemoryForecast {
+    std::int64_t neededBytes = 0;
+    std::int64_t availableBytes = -1;  ///< -1: unknown (nothing is refused then)
+    bool fits = true;
+    std::string text;  ///< "~1.2 GB of 24.7 GB available (float32 weights 0.5 GB, ...)"
+};
+/// Reads only the model's graph, never the workspace's data: safe while a job runs.
+Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& scheme,
+                                      const std::map<std::string, std::string>& overrides = {});
+
 /// Checks a scheme string (parsing only); the error says what is wrong with it.
 Result<void> checkScheme(const std::string& spec);
 /// Checks a scheme with its overrides (parsing only).

@@ -24,6 +24,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
@@ -90,6 +91,7 @@ private Q_SLOTS:
     void eventLoopStaysResponsive();
     void openAndSaveReport();
     void panelComposesSchemeString();
+    void memoryForecastBeforeARun();
 
 private:
     /// A window with the small model and the labelled data open.
@@ -457,6 +459,44 @@ void TestQuantWorkflow::panelComposesSchemeString()
     other.granularityBox()->setCurrentIndex(0);
     other.presetBox()->setCurrentText(QStringLiteral("dynamic-int8"));
     QCOMPARE(other.schemeText(), QStringLiteral("dynamic-int8:sym=false"));
+}
+
+void TestQuantWorkflow::memoryForecastBeforeARun()
+{
+    {
+        MainWindow empty;
+        QVERIFY(empty.quantPanel()->memoryLabel()->text().startsWith(
+            QStringLiteral("Open a model")));
+    }
+    auto window = openWindow();
+    QVERIFY(window);
+    QLabel* memory = window->quantPanel()->memoryLabel();
+    window->quantPanel()->setSchemeText(QStringLiteral("w4-int4"));
+    QVERIFY2(memory->text().startsWith(QStringLiteral("~")), qPrintable(memory->text()));
+    QVERIFY2(memory->text().contains(QStringLiteral(" available")), qPrintable(memory->text()));
+    QVERIFY2(memory->text().contains(QStringLiteral("quantized copies")),
+             qPrintable(memory->text()));
+    runAndWait(*window, QStringLiteral("w4-int4"));
+    const nlohmann::json before = window->currentReport();
+
+    // A machine too small for the run: the panel says so before, and the run is refused with
+    // the estimate while the results on screen stay.
+    qputenv("BITLENS_MEMORY_AVAILABLE", "1000");
+    window->quantPanel()->setSchemeText(QStringLiteral("dynamic-int8"));
+    QVERIFY2(memory->text().startsWith(QStringLiteral("Will not fit: ~")),
+             qPrintable(memory->text()));
+    QSignalSpy errors(window.get(), &MainWindow::errorShown);
+    window->runScheme(QStringLiteral("dynamic-int8"));
+    if (errors.isEmpty())
+        QVERIFY(errors.wait(30000));
+    qunsetenv("BITLENS_MEMORY_AVAILABLE");
+    const QString message = errors.front().front().toString();
+    QVERIFY2(message.contains(QStringLiteral("quantize needs ~")) &&
+                 message.contains(QStringLiteral("0 MB available")),
+             qPrintable(message));
+    QCOMPARE(window->currentReport(), before);
+    window->quantPanel()->setSchemeText(QStringLiteral("w4-int4"));
+    QVERIFY2(!memory->text().startsWith(QStringLiteral("Will not fit")), qPrintable(memory->text()));
 }
 
 QTEST_MAIN(TestQuantWorkflow)

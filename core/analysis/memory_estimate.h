@@ -1,0 +1,73 @@
+#pragma once
+// Memory is checked before it is spent (issue #18): what an action will hold at its peak,
+// estimated from the graph alone, against the memory this machine has available, so that an
+// action that cannot fit is refused with both figures instead of being killed by the kernel.
+
+#include "ir/graph.h"
+#include "jobs/result.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace bitlens::quant {
+struct Scheme;
+}
+
+namespace bitlens::analysis {
+
+/// Peak bytes an action holds, by part. The file's weights are mapped (page cache the kernel
+/// can drop and read again), so `mapped` is shown but not counted in total().
+struct MemoryEstimate {
+    std::string action;             ///< "eval", "quantize"
+    std::int64_t mapped = 0;        ///< weights read from the file mapping
+    std::int64_t widened = 0;       ///< float32 copies of 16-bit weights held at once
+    std::int64_t quantized = 0;     ///< float32 quantize-dequantized copies of quantized weights
+    std::int64_t activations = 0;   ///< live values of one batch at the executor's peak
+    std::int64_t total() const { return widened + quantized + activations; }
+    /// "~21.3 GB (float32 weights 16.0 GB, quantized copies 5.1 GB, activations 0.2 GB; ...)".
+    std::string describe() const;
+    /// The parenthesis of describe() alone.
+    std::string partsText() const;
+};
+
+/// The batch an action runs: samples at once and, for token models, their length.
+struct WorkShape {
+    std::int64_t batch = 1;
+    std::int64_t seqLen = 1;  ///< token models only (inputs of two dynamic dimensions)
+};
+
+/// The batch the estimates plan for from a data set's rows: token models (two-dimensional
+/// inputs) a few windows of their length at a time, other models batches of up to 64.
+WorkShape workShapeOf(const ir::Graph& graph, const at::Tensor& rows);
+
+/// Live activation bytes at the peak of one forward pass of `shape`: the value shapes of
+/// ir::inferShapes at that batch, freed after their last reader as the executor frees them,
+/// 4 bytes per element. Values whose shape cannot be inferred count as the largest one seen.
+std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape);
+
+/// A float run (eval, run, the float half of a bench): activations, plus the executor's
+/// float32 copies of 16-bit weights (at most exec::ExecOptions::widenCacheBytes, plus the
+/// largest weight one node widens).
+MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape);
+
+/// quantize / compare / sensitivity / export: quant::prepare widens every 16-bit weight to
+/// float32 and keeps a quantize-dequantized float32 copy of each quantized weight; analysis
+/// runs the float and the quantized model side by side (twice the activations).
+MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& scheme,
+                                const WorkShape& shape);
+
+/// Bytes this process can still use: MemAvailable of /proc/meminfo, or what the cgroup's
+/// memory.max leaves where that is lower. BITLENS_MEMORY_AVAILABLE (bytes, or with a K/M/G
+/// suffix) overrides it, to plan for a smaller machine or to test. nullopt when unknown.
+std::optional<std::int64_t> availableMemory();
+
+/// A Runtime error (exit code 5) naming `path` when `estimate` does not fit in availableMemory():
+/// "quantize needs ~62.1 GB (...), 21.9 GB available; use --limit / --seq-len or a smaller
+/// model". Nothing is refused when the available memory is unknown.
+Result<void> checkMemory(const MemoryEstimate& estimate, const std::string& path);
+
+/// "21.3 GB" (decimal gigabytes, as memory is sold), "512 MB" below 1 GB.
+std::string formatGigabytes(std::int64_t bytes);
+
+} // namespace bitlens::analysis

@@ -1,0 +1,109 @@
+// Memory checked before it is spent (analysis/memory_estimate.h): the live-activation peak of a
+// graph as the executor frees values, the parts of the eval and quantize estimates (16-bit
+// weights widened, quantized copies), and the refusal naming both figures.
+
+#include "analysis/memory_estimate.h"
+#include "ir/graph.h"
+#include "jobs/result.h"
+#include "quant/scheme.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace bitlens;
+
+namespace {
+
+/// x [N, 16] -> fc1 (16 -> 64) -> relu -> fc2 (64 -> 8); weights in `type`, 16-bit ones marked
+/// widenOnRead as the Hugging Face reader marks them.
+ir::Graph mlp(at::ScalarType type)
+{
+    ir::GraphBuilder b("mlp");
+    std::string x = b.input("x", {-1, 16});
+    x = b.linear("fc1", x, at::ones({64, 16}), at::zeros({64}));
+    x = b.unary("relu", ir::OpKind::Relu, x);
+    x = b.linear("fc2", x, at::ones({8, 64}), at::zeros({8}));
+    b.output(x);
+    auto built = b.build();
+    EXPECT_TRUE(built.ok());
+    ir::Graph g = built.ok() ? std::move(built).value() : ir::Graph();
+    for (auto& [name, t] : g.initializers) {
+        t = t.to(type);
+        if (type != at::kFloat)
+            g.widenOnRead.insert(name);
+    }
+    return g;
+}
+
+struct EnvOverride {
+    explicit EnvOverride(const char* value) { ::setenv("BITLENS_MEMORY_AVAILABLE", value, 1); }
+    ~EnvOverride() { ::unsetenv("BITLENS_MEMORY_AVAILABLE"); }
+};
+
+} // namespace
+
+TEST(MemoryEstimate, PeakActivationsFollowTheExecutorsLiveValues)
+{
+    const ir::Graph g = mlp(at::kFloat);
+    // Batch 10: x (640 B) and fc1's output (2560 B) are live together, x is freed after fc1,
+    // and relu's output (2560 B) joins fc1's before that is freed: the peak is 5120 B.
+    const std::int64_t peak = analysis::peakActivationBytes(g, {10, 1});
+    EXPECT_EQ(peak, 10 * 4 * (64 + 64));
+    EXPECT_EQ(analysis::peakActivationBytes(g, {20, 1}), 2 * peak);
+}
+
+TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
+{
+    const ir::Graph g16 = mlp(at::kBFloat16);
+    const ir::Graph g32 = mlp(at::kFloat);
+    const std::int64_t weights = 64 * 16 + 64 + 8 * 64 + 8;
+    auto scheme = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(scheme.ok());
+    const auto q16 = analysis::estimateQuantize(g16, *scheme, {4, 1});
+    EXPECT_EQ(q16.mapped, 2 * weights);
+    EXPECT_EQ(q16.widened, 4 * weights);  // every 16-bit weight becomes float32
+    EXPECT_EQ(q16.quantized, 4 * (64 * 16 + 8 * 64));  // fc1 and fc2's weights, not biases
+    EXPECT_EQ(q16.activations, 2 * analysis::peakActivationBytes(g16, {4, 1}));
+    EXPECT_EQ(q16.total(), q16.widened + q16.quantized + q16.activations);
+    // float32 weights run from the mapping: nothing to widen.
+    const auto q32 = analysis::estimateQuantize(g32, *scheme, {4, 1});
+    EXPECT_EQ(q32.widened, 0);
+    EXPECT_EQ(q32.quantized, q16.quantized);
+    const auto e16 = analysis::estimateEval(g16, {4, 1});
+    EXPECT_EQ(e16.quantized, 0);
+    EXPECT_EQ(e16.widened, 4 * weights);  // within the executor's widen cache
+    EXPECT_EQ(analysis::estimateEval(g32, {4, 1}).widened, 0);
+}
+
+TEST(MemoryEstimate, AnActionThatCannotFitIsRefusedWithBothFigures)
+{
+    auto scheme = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(scheme.ok());
+    const auto estimate = analysis::estimateQuantize(mlp(at::kBFloat16), *scheme, {4, 1});
+    {
+        EnvOverride small("1000");
+        ASSERT_EQ(analysis::availableMemory(), 1000);
+        auto refused = analysis::checkMemory(estimate, "/models/mlp");
+        ASSERT_FALSE(refused.ok());
+        EXPECT_EQ(refused.error().code, ErrorCode::Runtime);
+        EXPECT_EQ(refused.error().path, "/models/mlp");
+        EXPECT_EQ(exitCode(refused.error().code), 5);
+        const std::string& m = refused.error().message;
+        EXPECT_EQ(m.rfind("quantize needs ~", 0), 0u) << m;
+        EXPECT_NE(m.find("float32 weights"), std::string::npos) << m;
+        EXPECT_NE(m.find(", 0 MB available"), std::string::npos) << m;
+    }
+    {
+        EnvOverride large("2G");
+        EXPECT_EQ(analysis::availableMemory(), 2'000'000'000);
+        EXPECT_TRUE(analysis::checkMemory(estimate, "/models/mlp").ok());
+    }
+    // Without the override the machine's own figure is used, and it is positive.
+    const auto own = analysis::availableMemory();
+    ASSERT_TRUE(own.has_value());
+    EXPECT_GT(*own, 0);
+    EXPECT_EQ(analysis::formatGigabytes(21'349'000'000), "21.3 GB");
+    EXPECT_EQ(analysis::formatGigabytes(512'000'000), "512 MB");
+}
