@@ -176,11 +176,16 @@ Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& s
     if (format == ExportFormat::Safetensors) {
         // The graph reads Phi-3's fused qkv_proj / gate_up_proj as row slices under llama's
         // names; a checkpoint of those names is not one transformers' Phi3 loads.
+        // Gemma 2's norms are held as 1 + weight under their own names.
         auto type = graph.metadata.find("model_type");
         if (type != graph.metadata.end() && type->second == "phi3")
             return Error::unsupported(modelPath, "safetensors export of phi3 is not supported: "
                                                  "its fused qkv_proj / gate_up_proj would have "
                                                  "to be written fused again (export to ONNX)");
+        if (type != graph.metadata.end() && type->second == "gemma2")
+            return Error::unsupported(modelPath, "safetensors export of gemma2 is not "
+                                                 "supported: the graph holds its norms as "
+                                                 "1 + weight (export to ONNX)");
     }
     auto plan = quant::makePlan(graph, scheme);
     if (!plan)

@@ -282,13 +282,30 @@ public:
                    a);
     }
 
+    /// `plusOne` (Gemma): the norm scales by 1 + weight, computed in float32 as transformers
+    /// does, held as its own initializer "<weight>.plus_one".
     std::string rmsNorm(const std::string& name, const std::string& x, const std::string& wName,
-                        std::int64_t hidden, double eps)
+                        std::int64_t hidden, double eps, bool plusOne = false)
     {
         ir::Attributes a;
         a.set("axis", std::int64_t{-1});
         a.set("epsilon", eps);
+        if (plusOne)
+            return add(name, OpKind::RMSNorm,
+                       {x, init(resolve(wName) + ".plus_one",
+                                weight(wName, {hidden}).to(at::kFloat) + 1.0)},
+                       a);
         return add(name, OpKind::RMSNorm, {x, init(resolve(wName), weight(wName, {hidden}))}, a);
+    }
+
+    /// tanh(x / cap) * cap: Gemma 2's soft-capping of attention scores and logits.
+    std::string softcap(const std::string& name, const std::string& x, double cap)
+    {
+        const std::string c = scalarFloat("const.f32.softcap." + std::to_string(cap),
+                                          static_cast<float>(cap));
+        std::string y = add(name + ".scaled", OpKind::Div, {x, c});
+        y = add(name + ".tanh", OpKind::Tanh, {y});
+        return add(name, OpKind::Mul, {y, c});
     }
 
     std::string reshape(const std::string& name, const std::string& x,
@@ -325,20 +342,21 @@ public:
     /// (what Hugging Face adds for masked positions).
     /// With `window` > 0 (Mistral's sliding window), also the keys `window` or more positions
     /// back: query i sees keys j with i - window < j <= i.
-    std::string causalMask(const std::string& pos, std::int64_t window = 0)
+    std::string causalMask(const std::string& pos, std::int64_t window = 0,
+                           const std::string& m = "causal_mask")
     {
-        const std::string rows = add("causal_mask.rows", OpKind::Unsqueeze, {pos, ints({1})});
-        const std::string cols = add("causal_mask.cols", OpKind::Unsqueeze, {pos, ints({0})});
-        const std::string future = add("causal_mask.future", OpKind::Less, {rows, cols});
+        const std::string rows = add(m + ".rows", OpKind::Unsqueeze, {pos, ints({1})});
+        const std::string cols = add(m + ".cols", OpKind::Unsqueeze, {pos, ints({0})});
+        const std::string future = add(m + ".future", OpKind::Less, {rows, cols});
         const std::string lowest =
             scalarFloat("const.f32.lowest", std::numeric_limits<float>::lowest());
-        std::string mask = add(window > 0 ? "causal_mask.causal" : "causal_mask", OpKind::Where,
+        std::string mask = add(window > 0 ? m + ".causal" : m, OpKind::Where,
                                {future, lowest, scalarFloat("const.f32.zero", 0.0f)});
         if (window > 0) {
-            const std::string back = add("causal_mask.back", OpKind::Sub, {rows, cols});
+            const std::string back = add(m + ".back", OpKind::Sub, {rows, cols});
             const std::string old =
-                add("causal_mask.outside_window", OpKind::Less, {scalarInt(window - 1), back});
-            mask = add("causal_mask", OpKind::Where, {old, lowest, mask});
+                add(m + ".outside_window", OpKind::Less, {scalarInt(window - 1), back});
+            mask = add(m, OpKind::Where, {old, lowest, mask});
         }
         return mask;
     }
@@ -350,7 +368,8 @@ public:
                           std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
                           const std::string& mask, const std::string& cos = {},
                           const std::string& sin = {}, const std::string& qNorm = {},
-                          const std::string& kNorm = {}, double normEps = 1e-6)
+                          const std::string& kNorm = {}, double normEps = 1e-6,
+                          double scaleOverride = 0.0, double scoreCap = 0.0)
     {
         const std::int64_t rep = heads / kvHeads;
         q = reshape(p + ".q_split", q, {0, 0, heads, headDim});
@@ -375,9 +394,18 @@ public:
         v = add(p + ".v_groups", OpKind::Unsqueeze, {v, ints({2})});
         const std::string kT = transpose(p + ".k_t", k, {0, 1, 2, 4, 3});
         std::string s = add(p + ".scores", OpKind::MatMul, {q, kT});
-        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+        // Gemma 2 scales by query_pre_attn_scalar^-0.5 instead and soft-caps the scores.
+        const float scale = static_cast<float>(
+            scaleOverride > 0 ? scaleOverride : 1.0 / std::sqrt(static_cast<double>(headDim)));
         s = add(p + ".scale", OpKind::Mul,
-                {s, scalarFloat("const.f32.attn_scale." + std::to_string(headDim), scale)});
+                {s, scaleOverride > 0 ? scalarFloat("const.f32.attn_scale.q" +
+                                                        std::to_string(scaleOverride),
+                                                    scale)
+                                      : scalarFloat("const.f32.attn_scale." +
+                                                        std::to_string(headDim),
+                                                    scale)});
+        if (scoreCap > 0)
+            s = softcap(p + ".softcap", s, scoreCap);
         s = add(p + ".mask", OpKind::Add, {s, mask});
         s = softmax(p + ".softmax", s);
         std::string o = add(p + ".context", OpKind::MatMul, {s, v});
@@ -526,6 +554,13 @@ struct LlamaSpec {
     bool qkvBias = false;          ///< qwen2: biases on q, k, v only
     bool qkNorm = false;           ///< qwen3: RMSNorm of each head of q and k
     std::int64_t slidingWindow = 0; ///< mistral: keys within this many positions (0 = all)
+    // Gemma 2: the window on the layers listed, sqrt(hidden) embedding scale, (1 + w) norms,
+    // sandwich norms around attention and MLP, tanh GeGLU, score and logit soft-capping.
+    std::vector<bool> slidingLayers;  ///< per layer; empty: every layer when slidingWindow > 0
+    bool gemma = false;
+    double attnScale = 0.0;           ///< query_pre_attn_scalar^-0.5; 0: head_dim^-0.5
+    double attnSoftcap = 0.0;
+    double finalSoftcap = 0.0;
 };
 
 void checkLlama(const LlamaSpec& s, const std::string& path, const std::string& where)
@@ -547,6 +582,10 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     const at::Tensor embed = n.weight("model.embed_tokens.weight", {s.vocab, s.hidden});
     const std::string embedName = n.init(n.resolve("model.embed_tokens.weight"), embed);
     std::string x = n.add("embed_tokens", OpKind::Gather, {embedName, ids});
+    if (s.gemma)  // Gemma scales the embeddings by sqrt(hidden), as a float32 constant
+        x = n.add("embed_scale", OpKind::Mul,
+                  {x, n.scalarFloat("const.f32.embed_scale",
+                                    static_cast<float>(std::sqrt(static_cast<double>(s.hidden))))});
 
     // Rotary tables as Hugging Face computes them (float32): inv_freq = 1 / theta^(2i / hd),
     // angle = position * inv_freq, cos/sin [1, S, hd/2]; the half-rotation layout.
@@ -581,7 +620,11 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     const std::string cos = n.add("rotary.cos", OpKind::Cos, {angle});
     const std::string sin = n.add("rotary.sin", OpKind::Sin, {angle});
     // [S, S] broadcast against the scores [B, kvHeads, rep, S, S].
-    const std::string mask = n.causalMask(pos, s.slidingWindow);
+    // One mask for every layer, or (Gemma 2) a full one and a windowed one by layer type.
+    const bool perLayer = !s.slidingLayers.empty() && s.slidingWindow > 0;
+    const std::string mask = n.causalMask(pos, perLayer ? 0 : s.slidingWindow);
+    const std::string windowMask =
+        perLayer ? n.causalMask(pos, s.slidingWindow, "sliding_mask") : mask;
 
     const std::int64_t qOut = s.heads * hd;
     const std::int64_t kvOut = s.kvHeads * hd;
@@ -592,7 +635,7 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
             return on ? hf + w + ".bias" : std::string();
         };
         std::string h = n.rmsNorm(p + ".input_norm", x, hf + "input_layernorm.weight", s.hidden,
-                                  s.eps);
+                                  s.eps, s.gemma);
         const bool qkvBias = s.attentionBias || s.qkvBias;
         const std::string q = n.linear(p + ".attn.q_proj", h, hf + "self_attn.q_proj.weight",
                                        s.hidden, qOut, bias("self_attn.q_proj", qkvBias));
@@ -600,26 +643,45 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
                                        s.hidden, kvOut, bias("self_attn.k_proj", qkvBias));
         const std::string v = n.linear(p + ".attn.v_proj", h, hf + "self_attn.v_proj.weight",
                                        s.hidden, kvOut, bias("self_attn.v_proj", qkvBias));
+        const bool windowed = perLayer && s.slidingLayers[static_cast<std::size_t>(i)];
         std::string a = n.attention(
-            p + ".attn", q, k, v, s.heads, s.kvHeads, hd, mask, cos, sin,
+            p + ".attn", q, k, v, s.heads, s.kvHeads, hd, windowed ? windowMask : mask, cos, sin,
             s.qkNorm ? hf + "self_attn.q_norm.weight" : std::string(),
-            s.qkNorm ? hf + "self_attn.k_norm.weight" : std::string(), s.eps);
+            s.qkNorm ? hf + "self_attn.k_norm.weight" : std::string(), s.eps, s.attnScale,
+            s.attnSoftcap);
         a = n.linear(p + ".attn.o_proj", a, hf + "self_attn.o_proj.weight", qOut, s.hidden,
                      bias("self_attn.o_proj", s.attentionBias));
+        // Gemma's sandwich: post_attention_layernorm normalizes the attention output, and
+        // pre_ / post_feedforward_layernorm wrap the MLP; llama's post_attention_layernorm
+        // is the MLP's input norm.
+        if (s.gemma)
+            a = n.rmsNorm(p + ".post_attention_norm", a, hf + "post_attention_layernorm.weight",
+                          s.hidden, s.eps, true);
         x = n.add(p + ".attn.residual", OpKind::Add, {x, a});
-        h = n.rmsNorm(p + ".post_attention_norm", x, hf + "post_attention_layernorm.weight",
-                      s.hidden, s.eps);
+        h = s.gemma ? n.rmsNorm(p + ".pre_feedforward_norm", x,
+                                hf + "pre_feedforward_layernorm.weight", s.hidden, s.eps, true)
+                    : n.rmsNorm(p + ".post_attention_norm", x,
+                                hf + "post_attention_layernorm.weight", s.hidden, s.eps);
         std::string gate = n.linear(p + ".mlp.gate_proj", h, hf + "mlp.gate_proj.weight",
                                     s.hidden, s.inter, bias("mlp.gate_proj", s.mlpBias));
         const std::string up = n.linear(p + ".mlp.up_proj", h, hf + "mlp.up_proj.weight",
                                         s.hidden, s.inter, bias("mlp.up_proj", s.mlpBias));
-        gate = n.add(p + ".mlp.act", OpKind::Silu, {gate});
+        if (s.gemma) {
+            ir::Attributes tanhGelu;
+            tanhGelu.set("approximate", std::string("tanh"));
+            gate = n.add(p + ".mlp.act", OpKind::Gelu, {gate}, tanhGelu);
+        } else {
+            gate = n.add(p + ".mlp.act", OpKind::Silu, {gate});
+        }
         std::string f = n.add(p + ".mlp.gated", OpKind::Mul, {gate, up});
         f = n.linear(p + ".mlp.down_proj", f, hf + "mlp.down_proj.weight", s.inter, s.hidden,
                      bias("mlp.down_proj", s.mlpBias));
+        if (s.gemma)
+            f = n.rmsNorm(p + ".post_feedforward_norm", f, hf + "post_feedforward_layernorm.weight",
+                          s.hidden, s.eps, true);
         x = n.add(p + ".mlp.residual", OpKind::Add, {x, f});
     }
-    x = n.rmsNorm("norm", x, "model.norm.weight", s.hidden, s.eps);
+    x = n.rmsNorm("norm", x, "model.norm.weight", s.hidden, s.eps, s.gemma);
     std::string logits;
     if (n.has("lm_head.weight")) {
         logits = n.linear("lm_head", x, "lm_head.weight", s.hidden, s.vocab);
@@ -631,6 +693,8 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
                                                        "' is missing and the config does not "
                                                        "tie it to the embeddings")};
     }
+    if (s.finalSoftcap > 0)
+        logits = n.softcap("logits.softcap", logits, s.finalSoftcap);
     logits = n.add("logits", OpKind::Identity, {logits});
     n.output(logits, {-1, -1, s.vocab});
     n.g.metadata["task"] = "lm";
@@ -679,10 +743,43 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
     s.tied = c.flag("tie_word_embeddings", false);
     s.attentionBias = c.flag("attention_bias", false);
     s.mlpBias = c.flag("mlp_bias", false);
-    if (c.text("hidden_act", "silu") != "silu")
+    const std::string family = c.text("model_type", "llama");
+    if (family == "gemma2") {
+        // Gemma 2: GeGLU with tanh gelu, (1 + w) norms, its own attention scale and caps.
+        s.gemma = true;
+        s.tied = c.flag("tie_word_embeddings", true);
+        const std::string act = c.text("hidden_activation", c.text("hidden_act", "gelu_pytorch_tanh"));
+        if (act != "gelu_pytorch_tanh")
+            throw BuildError{Error::unsupported(path, "gemma2 hidden_activation '" + act +
+                                                          "' is not supported "
+                                                          "(only gelu_pytorch_tanh)")};
+        s.attnScale = 1.0 / std::sqrt(c.number("query_pre_attn_scalar",
+                                               static_cast<double>(s.headDim)));
+        for (auto [key, slot] : {std::pair{"attn_logit_softcapping", &s.attnSoftcap},
+                                 std::pair{"final_logit_softcapping", &s.finalSoftcap}})
+            if (c.has(key) && !c.raw()[key].is_null())
+                *slot = c.number(key);
+        if (c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
+            s.slidingWindow = c.integer("sliding_window", {}, 1);
+        // layer_types names each layer's attention; older configs alternate, sliding first.
+        for (std::int64_t i = 0; i < s.layers; ++i)
+            s.slidingLayers.push_back(i % 2 == 0);
+        if (c.has("layer_types") && c.raw()["layer_types"].is_array()) {
+            const auto& types = c.raw()["layer_types"];
+            if (static_cast<std::int64_t>(types.size()) != s.layers)
+                throw BuildError{Error::badInput(path, "config.json: layer_types has " +
+                                                           str(static_cast<std::int64_t>(types.size())) +
+                                                           " entries for " + str(s.layers) +
+                                                           " layers")};
+            for (std::int64_t i = 0; i < s.layers; ++i)
+                s.slidingLayers[static_cast<std::size_t>(i)] =
+                    types[static_cast<std::size_t>(i)] == "sliding_attention";
+        }
+    } else if (c.text("hidden_act", "silu") != "silu") {
         throw BuildError{Error::unsupported(path, "llama hidden_act '" +
                                                       c.text("hidden_act", "") +
                                                       "' is not supported (only silu)")};
+    }
     // transformers >= 5 writes rope settings as "rope_parameters"; older ones as rope_theta
     // and rope_scaling (Llama 3.1's files). Default, linear and llama3 scaling are supported.
     s.theta = c.number("rope_theta", 10000.0);
@@ -730,8 +827,10 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
     if ((s.family == "qwen2" || s.family == "qwen3") && c.flag("use_sliding_window", false))
         throw BuildError{Error::unsupported(path, s.family + " with use_sliding_window is not "
                                                              "supported (per-layer windows)")};
-    if (s.slidingWindow >= s.maxPos)
+    if (s.slidingWindow >= s.maxPos) {
         s.slidingWindow = 0;  // a window past the context masks nothing
+        s.slidingLayers.clear();
+    }
     checkLlama(s, path, "config.json");
     // Phi-3 stores q, k, v as one qkv_proj and gate, up as one gate_up_proj: the graph reads
     // row slices of them (views of the mapped tensor, no copy) under llama's names.

@@ -27,14 +27,16 @@ namespace bitlens::model {
 ///    lm_head tied to the embedding when absent; metadata task "lm".
 ///  - "mistral", "qwen2", "qwen3", "phi3": the llama-shaped families (MistralForCausalLM with
 ///    its sliding window; Qwen2ForCausalLM's q/k/v biases; Qwen3ForCausalLM's per-head q/k
-///    RMSNorm; Phi3ForCausalLM's fused qkv_proj / gate_up_proj, read as row views); the llama graph, metadata model_type naming the family. Rope scaling: default,
+///    RMSNorm; Phi3ForCausalLM's fused qkv_proj / gate_up_proj, read as row views;
+///    Gemma2ForCausalLM's scaled embeddings, (1 + w) sandwich norms, tanh GeGLU, soft-capped
+///    scores and logits, sliding window on the layers layer_types names); the llama graph, metadata model_type naming the family. Rope scaling: default,
 ///    linear, llama3.
 ///  - "gpt2": GPT2LMHeadModel (lm_head tied to wte); output logits; task "lm".
 /// Unsupported model_type or options: ErrorCode::Unsupported; missing or mis-shaped tensors:
 /// BadInput naming the tensor; `path` names the model in errors.
 /// The config.json model_type values buildFromHfConfig builds.
-inline constexpr std::array<const char*, 7> kHfModelTypes = {
-    "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt2"};
+inline constexpr std::array<const char*, 8> kHfModelTypes = {
+    "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gpt2"};
 /// Whether buildFromHfConfig builds `modelType` (checked before any weight is mapped).
 inline bool isHfModelType(const std::string& modelType)
 {

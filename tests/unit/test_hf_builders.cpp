@@ -182,8 +182,10 @@ TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
 {
     // Mistral (sliding window 5 under a 12-token input), Qwen2 (random q/k/v biases), Qwen3
     // (per-head q/k RMSNorm, head_dim 16 != hidden / heads), Phi-3 (fused qkv_proj and
-    // gate_up_proj, read as row views): logits as transformers gives them.
-    for (const std::string name : {"mistral", "qwen2", "qwen3", "phi3"}) {
+    // gate_up_proj, read as row views), Gemma 2 (scaled embeddings, (1 + w) sandwich norms,
+    // tanh GeGLU, soft-capped scores and logits, a window on layer 0 only): logits as
+    // transformers gives them.
+    for (const std::string name : {"mistral", "qwen2", "qwen3", "phi3", "gemma2"}) {
         SCOPED_TRACE(name);
         const Golden g = loadGolden(name);
         const ir::Graph graph = mustBuild(g, name);
@@ -196,6 +198,7 @@ TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
         std::int64_t hfParams = 0;
         for (const auto& [w, t] : g.weights)
             hfParams += t.numel();
+        // Gemma's (1 + w) norms take the place of the norm weights, one for one.
         EXPECT_EQ(graph.parameterCount(), hfParams + constantElements(graph));
         int layers = 0;
         for (const auto& node : graph.nodes)
@@ -237,6 +240,15 @@ TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
         EXPECT_TRUE(k.storage().is_alias_of(fused.storage()));
         EXPECT_TRUE(at::equal(k.t(), fused.narrow(0, 32, 16)));
     }
+    EXPECT_GT(without("gemma2", [](Golden& g) { g.config["final_logit_softcapping"] = nullptr; }),
+              1e-3);
+    EXPECT_GT(without("gemma2", [](Golden& g) { g.config["attn_logit_softcapping"] = nullptr; }),
+              1e-3);
+    EXPECT_GT(without("gemma2",
+                      [](Golden& g) {
+                          g.config["layer_types"] = {"full_attention", "full_attention"};
+                      }),
+              1e-3);
     // Qwen's per-layer sliding windows are refused by name, not run as full attention.
     Golden windowed = loadGolden("qwen2");
     windowed.config["use_sliding_window"] = true;

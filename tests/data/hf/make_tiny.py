@@ -177,6 +177,38 @@ def llama_families():
                  seed=11, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
+def gemma2():
+    """Gemma 2: embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), sandwich norms,
+    GeGLU (tanh gelu), attention scale query_pre_attn_scalar^-0.5 with tanh soft-capping, a
+    sliding window on alternate layers, and final logit soft-capping; the caps are set low enough
+    to bend these logits, the window shorter than the 12-token input."""
+    torch.manual_seed(12)
+    cfg = transformers.Gemma2Config(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                    intermediate_size=48, max_position_embeddings=64,
+                                    rms_norm_eps=1e-6, query_pre_attn_scalar=16,
+                                    attn_logit_softcapping=4.0, final_logit_softcapping=6.0,
+                                    sliding_window=5,
+                                    layer_types=["sliding_attention", "full_attention"],
+                                    pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                    attn_implementation="eager")
+    model = transformers.Gemma2ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(10.0)
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.3)  # Gemma norms scale by (1 + w)
+    sharpen_attention(model)
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    d = cfg.to_dict()
+    d["model_type"] = "gemma2"
+    state = clean_state(model)
+    state.pop("lm_head.weight", None)  # tied to the embeddings
+    save("gemma2", d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
+
+
 def gpt2():
     torch.manual_seed(3)
     cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=24,
@@ -272,6 +304,7 @@ def main():
     llama("llama_tied", tie=True, theta=100000.0, layers=1, seed=4)
     llama3_rope()
     llama_families()
+    gemma2()
     gpt2()
     rnn("lstm", "lstm", bidirectional=False, seed=5)
     rnn("gru", "gru", bidirectional=True, seed=6)
