@@ -283,6 +283,9 @@ LmDivergence summarizeDivergence(const std::vector<double>& nllQuantized,
     return d;
 }
 
+/// Token rows per float64 block of the KL divergence.
+constexpr std::int64_t kKldRows = 128;
+
 Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                                           const ir::Graph& quantGraph,
                                           std::shared_ptr<exec::NodeHook> hook,
@@ -340,11 +343,23 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                 const at::Tensor wq = (*lq)[b].slice(0, 0, seq - 1).masked_select(
                     kb.unsqueeze(-1)).view({-1, lq->size(2)});
                 const at::Tensor t = targets[b].masked_select(kb).unsqueeze(-1);
-                const at::Tensor lpf = at::log_softmax(wf.to(at::kDouble), -1);
-                const at::Tensor lpq = at::log_softmax(wq.to(at::kDouble), -1);
-                const at::Tensor k = (lpf.exp() * (lpf - lpq)).sum(-1).to(at::kCPU).contiguous();
-                const at::Tensor dp = (lpq.gather(1, t).exp() - lpf.gather(1, t).exp())
-                                          .squeeze(-1).to(at::kCPU).contiguous();
+                // Rows are independent: 128 tokens at a time hold 128 x vocab float64 values
+                // per term instead of the whole window's (SmolLM2: 50 MB, not 400 MB), and give
+                // the same numbers.
+                std::vector<at::Tensor> kParts, dpParts;
+                for (std::int64_t r0 = 0; r0 < wf.size(0); r0 += kKldRows) {
+                    const std::int64_t r1 = std::min(wf.size(0), r0 + kKldRows);
+                    const at::Tensor lpf = at::log_softmax(wf.slice(0, r0, r1).to(at::kDouble), -1);
+                    const at::Tensor lpq = at::log_softmax(wq.slice(0, r0, r1).to(at::kDouble), -1);
+                    const at::Tensor tr = t.slice(0, r0, r1);
+                    kParts.push_back((lpf.exp() * (lpf - lpq)).sum(-1).to(at::kCPU));
+                    dpParts.push_back(
+                        (lpq.gather(1, tr).exp() - lpf.gather(1, tr).exp()).squeeze(-1).to(at::kCPU));
+                }
+                const at::Tensor k = kParts.empty() ? at::empty({0}, at::kDouble)
+                                                    : at::cat(kParts).contiguous();
+                const at::Tensor dp = dpParts.empty() ? at::empty({0}, at::kDouble)
+                                                      : at::cat(dpParts).contiguous();
                 sameTop += wf.argmax(-1).eq(wq.argmax(-1)).sum().item<std::int64_t>();
                 const at::Tensor nf = -sf->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();
                 const at::Tensor nq = -sq->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();

@@ -113,7 +113,8 @@ WorkShape workShapeOf(const ir::Graph& graph, const at::Tensor& rows)
     return shape;
 }
 
-std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape)
+std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape,
+                                 const std::set<std::string>* keep, std::int64_t* keptBytes)
 {
     std::vector<std::vector<std::int64_t>> inputShapes;
     for (const auto& in : graph.inputs) {
@@ -140,6 +141,9 @@ std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape)
     for (const auto& node : graph.nodes)
         for (const auto& in : node.inputs)
             ++readers[in];
+    if (keep)
+        for (const auto& name : *keep)
+            ++readers[name];
     std::map<std::string, std::int64_t> live;
     std::int64_t now = 0;
     std::int64_t peak = 0;
@@ -155,6 +159,8 @@ std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape)
             const std::int64_t b = shapes && it != shapes->end() ? bytesOf(it->second) : largest;
             live[out] = b;
             now += b;
+            if (keep && keptBytes && keep->count(out))
+                *keptBytes += b;
         }
         peak = std::max(peak, now);
         for (const auto& in : node.inputs) {
@@ -209,7 +215,18 @@ MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& sch
     e.quantized = storageBytes(
         graph, [&](const std::string& name, const at::Tensor&) { return quantizedWeights.count(name) != 0; },
         4);
-    e.activations = 2 * peakActivationBytes(graph, shape);
+    std::set<std::string> keep;
+    for (const auto& node : graph.nodes) {
+        if (!quant::isQuantizable(graph, node))
+            continue;
+        for (const auto& in : node.inputs)
+            if (!in.empty() && !graph.initializer(in))
+                keep.insert(in);
+        keep.insert(node.outputs.front());
+    }
+    std::int64_t kept = 0;
+    e.activations = peakActivationBytes(graph, shape, &keep, &kept);
+    e.activations += kept;  // the float run's values, alive while the quantized one runs
     return e;
 }
 

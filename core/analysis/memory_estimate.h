@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace bitlens::quant {
@@ -44,7 +45,11 @@ WorkShape workShapeOf(const ir::Graph& graph, const at::Tensor& rows);
 /// Live activation bytes at the peak of one forward pass of `shape`: the value shapes of
 /// ir::inferShapes at that batch, freed after their last reader as the executor frees them,
 /// 4 bytes per element. Values whose shape cannot be inferred count as the largest one seen.
-std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape);
+/// With `keep`, those values stay to the end (exec::Executor::runKeeping); `keptBytes`, when
+/// given, receives their sum.
+std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape,
+                                 const std::set<std::string>* keep = nullptr,
+                                 std::int64_t* keptBytes = nullptr);
 
 /// A float run (eval, run, the float half of a bench): activations, plus the executor's
 /// float32 copies of 16-bit weights (at most exec::ExecOptions::widenCacheBytes, plus the
@@ -53,7 +58,8 @@ MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape);
 
 /// quantize / compare / sensitivity / export: quant::prepare widens every 16-bit weight to
 /// float32 and keeps a quantize-dequantized float32 copy of each quantized weight; analysis
-/// runs the float and the quantized model side by side (twice the activations).
+/// runs the float and then the quantized model keeping every layer's inputs and output
+/// (analysis::analyze), so the float run's kept values plus the quantized run's peak.
 MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& scheme,
                                 const WorkShape& shape);
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 namespace bitlens::analysis {
 
@@ -213,10 +214,21 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
         exec::Executor quantExec(model.graph, exec::ExecOptions{options.device});
         quantExec.addHook(quant::makeQuantHook(model));
         progress.report(0.0, "comparing layers");
-        auto floatVals = floatExec.runAll(exec::inputsForBatch(model.graph, x));
+        // Only the layers' inputs and outputs are read below: attention internals (scores,
+        // probabilities, S x S per head) are freed as the runs go.
+        std::set<std::string> keep;
+        for (const auto& node : model.graph.nodes) {
+            if (!model.layers.count(node.name))
+                continue;
+            for (const auto& in : node.inputs)
+                if (!in.empty() && !model.graph.initializer(in))
+                    keep.insert(in);
+            keep.insert(node.outputs.front());
+        }
+        auto floatVals = floatExec.runKeeping(exec::inputsForBatch(model.graph, x), keep);
         if (!floatVals)
             return floatVals.error();
-        auto quantVals = quantExec.runAll(exec::inputsForBatch(model.graph, x));
+        auto quantVals = quantExec.runKeeping(exec::inputsForBatch(model.graph, x), keep);
         if (!quantVals)
             return quantVals.error();
 

@@ -391,7 +391,8 @@ void Executor::addHook(std::shared_ptr<NodeHook> hook) { m_hooks.push_back(std::
 void Executor::clearHooks() { m_hooks.clear(); }
 
 std::map<std::string, at::Tensor> Executor::execute(const std::vector<at::Tensor>& inputs,
-                                                    bool keepAll)
+                                                    bool keepAll,
+                                                    const std::set<std::string>* keep)
 {
     if (inputs.size() != m_graph.inputs.size())
         throw std::invalid_argument("the model takes " + std::to_string(m_graph.inputs.size()) +
@@ -423,6 +424,9 @@ std::map<std::string, at::Tensor> Executor::execute(const std::vector<at::Tensor
                 ++readers[in];
         for (const auto& out : m_graph.outputs)
             ++readers[out.name];
+        if (keep)
+            for (const auto& name : *keep)
+                ++readers[name];  // one reader that never comes: kept to the end
     }
 
     std::vector<at::Tensor> nodeInputs;
@@ -539,6 +543,17 @@ Result<std::map<std::string, at::Tensor>> Executor::runAll(const std::vector<at:
         if (!m_options.training)
             guard.emplace();
         return execute(inputs, true);
+    });
+}
+
+Result<std::map<std::string, at::Tensor>>
+Executor::runKeeping(const std::vector<at::Tensor>& inputs, const std::set<std::string>& keep)
+{
+    return guarded([&] {
+        std::optional<c10::InferenceMode> guard;
+        if (!m_options.training)
+            guard.emplace();
+        return execute(inputs, false, &keep);
     });
 }
 

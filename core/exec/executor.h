@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,13 +61,19 @@ public:
     std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);
     /// Runs and returns every value computed (and the inputs), by name.
     Result<std::map<std::string, at::Tensor>> runAll(const std::vector<at::Tensor>& inputs);
+    /// Runs and returns the values named in `keep` (and the graph outputs); every other value
+    /// is freed after its last reader, as run() frees them. What per-layer analysis needs of a
+    /// transformer (layer inputs and outputs) without its attention internals.
+    Result<std::map<std::string, at::Tensor>> runKeeping(const std::vector<at::Tensor>& inputs,
+                                                         const std::set<std::string>& keep);
 
     const ExecOptions& options() const { return m_options; }
     const ir::Graph& graph() const { return m_graph; }
 
 private:
     std::map<std::string, at::Tensor> execute(const std::vector<at::Tensor>& inputs,
-                                              bool keepAll);
+                                              bool keepAll,
+                                              const std::set<std::string>* keep = nullptr);
 
     const ir::Graph& m_graph;
     ExecOptions m_options;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 
 using namespace bitlens;
 
@@ -65,7 +66,14 @@ TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
     EXPECT_EQ(q16.mapped, 2 * weights);
     EXPECT_EQ(q16.widened, 4 * weights);  // every 16-bit weight becomes float32
     EXPECT_EQ(q16.quantized, 4 * (64 * 16 + 8 * 64));  // fc1 and fc2's weights, not biases
-    EXPECT_EQ(q16.activations, 2 * analysis::peakActivationBytes(g16, {4, 1}));
+    // Analysis keeps each layer's input and output of the float run (x, fc1, relu, fc2: all
+    // four values here, 4 * 4 * (16 + 64 + 64 + 8) B) while the quantized run peaks the same.
+    std::int64_t kept = 0;
+    const std::set<std::string> keep{"x", "fc1", "relu", "fc2"};
+    const std::int64_t peakKeeping = analysis::peakActivationBytes(g16, {4, 1}, &keep, &kept);
+    EXPECT_EQ(kept, 4 * 4 * (64 + 64 + 8));  // outputs counted as computed; x is an input
+    EXPECT_EQ(peakKeeping, 4 * 4 * (16 + 64 + 64 + 8));
+    EXPECT_EQ(q16.activations, peakKeeping + kept);
     EXPECT_EQ(q16.total(), q16.widened + q16.quantized + q16.activations);
     // float32 weights run from the mapping: nothing to widen.
     const auto q32 = analysis::estimateQuantize(g32, *scheme, {4, 1});
