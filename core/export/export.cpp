@@ -182,10 +182,11 @@ Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& s
             return Error::unsupported(modelPath, "safetensors export of phi3 is not supported: "
                                                  "its fused qkv_proj / gate_up_proj would have "
                                                  "to be written fused again (export to ONNX)");
-        if (type != graph.metadata.end() && type->second == "gemma2")
-            return Error::unsupported(modelPath, "safetensors export of gemma2 is not "
-                                                 "supported: the graph holds its norms as "
-                                                 "1 + weight (export to ONNX)");
+        if (type != graph.metadata.end() &&
+            (type->second == "gemma2" || type->second == "gemma3_text"))
+            return Error::unsupported(modelPath, "safetensors export of " + type->second +
+                                                     " is not supported: the graph holds its "
+                                                     "norms as 1 + weight (export to ONNX)");
     }
     auto plan = quant::makePlan(graph, scheme);
     if (!plan)

@@ -369,16 +369,17 @@ public:
                           const std::string& mask, const std::string& cos = {},
                           const std::string& sin = {}, const std::string& qNorm = {},
                           const std::string& kNorm = {}, double normEps = 1e-6,
-                          double scaleOverride = 0.0, double scoreCap = 0.0)
+                          double scaleOverride = 0.0, double scoreCap = 0.0,
+                          bool normPlusOne = false)
     {
         const std::int64_t rep = heads / kvHeads;
         q = reshape(p + ".q_split", q, {0, 0, heads, headDim});
         k = reshape(p + ".k_split", k, {0, 0, kvHeads, headDim});
         // Qwen3: each head of q and k RMS-normalized over its head_dim before rotary.
         if (!qNorm.empty())
-            q = rmsNorm(p + ".q_norm", q, qNorm, headDim, normEps);
+            q = rmsNorm(p + ".q_norm", q, qNorm, headDim, normEps, normPlusOne);
         if (!kNorm.empty())
-            k = rmsNorm(p + ".k_norm", k, kNorm, headDim, normEps);
+            k = rmsNorm(p + ".k_norm", k, kNorm, headDim, normEps, normPlusOne);
         q = transpose(p + ".q_heads", q, {0, 2, 1, 3});
         k = transpose(p + ".k_heads", k, {0, 2, 1, 3});
         v = transpose(p + ".v_heads", reshape(p + ".v_split", v, {0, 0, kvHeads, headDim}),
@@ -530,6 +531,75 @@ ir::Graph buildBert(const Params& c, const std::map<std::string, at::Tensor>& we
 
 // ---- Llama ------------------------------------------------------------------------------------
 
+/// Rotary frequencies: theta and the scaling (config rope_scaling / rope_parameters):
+/// "default", "linear" or "llama3".
+struct RopeSpec {
+    double theta = 10000.0;
+    std::string type = "default";
+    double factor = 1.0;
+    double lowFreqFactor = 1.0;
+    double highFreqFactor = 4.0;
+    double originalMaxPos = 8192.0;
+};
+
+/// inv_freq [hd / 2] as transformers computes it, in float32: 1 / theta^(2i / hd), scaled.
+at::Tensor inverseFrequencies(const RopeSpec& r, std::int64_t hd)
+{
+    const at::Tensor exponent =
+        at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
+        static_cast<double>(hd);
+    at::Tensor invFreq = at::reciprocal(at::pow(r.theta, exponent));
+    if (r.type == "linear") {
+        invFreq = invFreq / r.factor;
+    } else if (r.type == "llama3") {
+        // Llama 3.1: wavelengths beyond original / low_freq_factor are stretched by the
+        // factor, those below original / high_freq_factor kept, and the ones between blended
+        // (transformers' rope_type "llama3", in float32 as it computes them).
+        const double lowWavelen = r.originalMaxPos / r.lowFreqFactor;
+        const double highWavelen = r.originalMaxPos / r.highFreqFactor;
+        const at::Tensor wavelen = 2.0 * M_PI / invFreq;
+        at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / r.factor, invFreq);
+        const at::Tensor smooth = (r.originalMaxPos / wavelen - r.lowFreqFactor) /
+                                  (r.highFreqFactor - r.lowFreqFactor);
+        const at::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+        const at::Tensor medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
+        invFreq = at::where(medium, smoothed, scaled);
+    }
+    return invFreq;
+}
+
+/// The rope settings of one rope_scaling / rope_parameters object over `base`.
+RopeSpec parseRope(const Params& rope, RopeSpec base, const std::string& path,
+                   const std::string& where)
+{
+    base.theta = rope.number("rope_theta", base.theta);
+    const std::string type = rope.text("rope_type", rope.text("type", "default"));
+    if (type != "default" && type != "linear" && type != "llama3")
+        throw BuildError{Error::unsupported(path, where + " rope_type '" + type +
+                                                      "' is not supported (default, linear, "
+                                                      "llama3)")};
+    base.type = type;
+    base.factor = rope.number("factor", 1.0);
+    if (rope.number("partial_rotary_factor", 1.0) != 1.0)
+        throw BuildError{Error::unsupported(path, where +
+                                                      " partial_rotary_factor other than 1 is "
+                                                      "not supported")};
+    if (type == "llama3") {
+        base.lowFreqFactor = rope.number("low_freq_factor", 1.0);
+        base.highFreqFactor = rope.number("high_freq_factor", 4.0);
+        base.originalMaxPos = rope.number("original_max_position_embeddings", 8192.0);
+        if (!(base.highFreqFactor > base.lowFreqFactor) || !(base.lowFreqFactor > 0) ||
+            !(base.originalMaxPos > 0))
+            throw BuildError{Error::badInput(path, "config.json " + where +
+                                                       ": llama3 rope needs high_freq_factor > "
+                                                       "low_freq_factor > 0")};
+    }
+    if (type != "default" && !(base.factor > 0))
+        throw BuildError{Error::badInput(path, "config.json " + where +
+                                                   ": factor must be positive")};
+    return base;
+}
+
 struct LlamaSpec {
     std::int64_t hidden = 0;
     std::int64_t layers = 0;
@@ -540,13 +610,9 @@ struct LlamaSpec {
     std::int64_t vocab = 0;
     std::int64_t maxPos = 0;
     double eps = 1e-6;
-    double theta = 10000.0;
-    /// Rope scaling (config rope_scaling / rope_parameters): "default", "linear" or "llama3".
-    std::string ropeType = "default";
-    double ropeFactor = 1.0;
-    double lowFreqFactor = 1.0;
-    double highFreqFactor = 4.0;
-    double originalMaxPos = 8192.0;
+    RopeSpec rope;
+    /// Gemma 3: the sliding layers' own rope (rope_local_base_freq); unset: `rope` everywhere.
+    std::optional<RopeSpec> localRope;
     bool tied = false;
     bool attentionBias = false;
     bool mlpBias = false;
@@ -587,38 +653,23 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
                   {x, n.scalarFloat("const.f32.embed_scale",
                                     static_cast<float>(std::sqrt(static_cast<double>(s.hidden))))});
 
-    // Rotary tables as Hugging Face computes them (float32): inv_freq = 1 / theta^(2i / hd),
-    // angle = position * inv_freq, cos/sin [1, S, hd/2]; the half-rotation layout.
-    const at::Tensor exponent =
-        at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
-        static_cast<double>(hd);
-    at::Tensor invFreq = at::reciprocal(at::pow(s.theta, exponent));
-    if (s.ropeType == "linear") {
-        invFreq = invFreq / s.ropeFactor;
-    } else if (s.ropeType == "llama3") {
-        // Llama 3.1: wavelengths beyond original / low_freq_factor are stretched by the
-        // factor, those below original / high_freq_factor kept, and the ones between blended
-        // (transformers' rope_type "llama3", in float32 as it computes them).
-        const double lowWavelen = s.originalMaxPos / s.lowFreqFactor;
-        const double highWavelen = s.originalMaxPos / s.highFreqFactor;
-        const at::Tensor wavelen = 2.0 * M_PI / invFreq;
-        at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / s.ropeFactor, invFreq);
-        const at::Tensor smooth = (s.originalMaxPos / wavelen - s.lowFreqFactor) /
-                                  (s.highFreqFactor - s.lowFreqFactor);
-        const at::Tensor smoothed =
-            (1 - smooth) * scaled / s.ropeFactor + smooth * scaled;
-        const at::Tensor medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
-        invFreq = at::where(medium, smoothed, scaled);
-    }
+    // Rotary tables as Hugging Face computes them (float32): angle = position * inv_freq,
+    // cos/sin [1, S, hd/2]; the half-rotation layout. Gemma 3's sliding layers have their own.
     const std::string pos = n.positions(ids);
     ir::Attributes toFloat;
     toFloat.set("to", std::int64_t{1});
-    std::string angle = n.add("rotary.positions", OpKind::Cast, {pos}, toFloat);
-    angle = n.add("rotary.positions_column", OpKind::Unsqueeze, {angle, n.ints({1})});
-    angle = n.add("rotary.angles", OpKind::Mul, {angle, n.init("rotary.inv_freq", invFreq)});
-    angle = n.add("rotary.angles_batch", OpKind::Unsqueeze, {angle, n.ints({0})});
-    const std::string cos = n.add("rotary.cos", OpKind::Cos, {angle});
-    const std::string sin = n.add("rotary.sin", OpKind::Sin, {angle});
+    auto rotary = [&](const std::string& r, const RopeSpec& rope) {
+        std::string angle = n.add(r + ".positions", OpKind::Cast, {pos}, toFloat);
+        angle = n.add(r + ".positions_column", OpKind::Unsqueeze, {angle, n.ints({1})});
+        angle = n.add(r + ".angles", OpKind::Mul,
+                      {angle, n.init(r + ".inv_freq", inverseFrequencies(rope, hd))});
+        angle = n.add(r + ".angles_batch", OpKind::Unsqueeze, {angle, n.ints({0})});
+        return std::pair{n.add(r + ".cos", OpKind::Cos, {angle}),
+                         n.add(r + ".sin", OpKind::Sin, {angle})};
+    };
+    const auto [cos, sin] = rotary("rotary", s.rope);
+    const auto [localCos, localSin] =
+        s.localRope ? rotary("rotary_local", *s.localRope) : std::pair{cos, sin};
     // [S, S] broadcast against the scores [B, kvHeads, rep, S, S].
     // One mask for every layer, or (Gemma 2) a full one and a windowed one by layer type.
     const bool perLayer = !s.slidingLayers.empty() && s.slidingWindow > 0;
@@ -645,10 +696,11 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
                                        s.hidden, kvOut, bias("self_attn.v_proj", qkvBias));
         const bool windowed = perLayer && s.slidingLayers[static_cast<std::size_t>(i)];
         std::string a = n.attention(
-            p + ".attn", q, k, v, s.heads, s.kvHeads, hd, windowed ? windowMask : mask, cos, sin,
+            p + ".attn", q, k, v, s.heads, s.kvHeads, hd, windowed ? windowMask : mask,
+            windowed ? localCos : cos, windowed ? localSin : sin,
             s.qkNorm ? hf + "self_attn.q_norm.weight" : std::string(),
             s.qkNorm ? hf + "self_attn.k_norm.weight" : std::string(), s.eps, s.attnScale,
-            s.attnSoftcap);
+            s.attnSoftcap, s.gemma);
         a = n.linear(p + ".attn.o_proj", a, hf + "self_attn.o_proj.weight", qOut, s.hidden,
                      bias("self_attn.o_proj", s.attentionBias));
         // Gemma's sandwich: post_attention_layernorm normalizes the attention output, and
@@ -714,7 +766,7 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
     n.g.metadata["llama.attention.head_count"] = str(s.heads);
     n.g.metadata["llama.attention.head_count_kv"] = str(s.kvHeads);
     n.g.metadata["llama.rope.dimension_count"] = str(s.headDim);
-    n.g.metadata["llama.rope.freq_base"] = exact(s.theta);
+    n.g.metadata["llama.rope.freq_base"] = exact(s.rope.theta);
     n.g.metadata["llama.attention.layer_norm_rms_epsilon"] = exact(s.eps);
     n.g.opsetVersion = 23;
     auto g = n.finish();
@@ -744,13 +796,19 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
     s.attentionBias = c.flag("attention_bias", false);
     s.mlpBias = c.flag("mlp_bias", false);
     const std::string family = c.text("model_type", "llama");
-    if (family == "gemma2") {
-        // Gemma 2: GeGLU with tanh gelu, (1 + w) norms, its own attention scale and caps.
+    if (family == "gemma2" || family == "gemma3_text") {
+        // Gemma 2 / 3: GeGLU with tanh gelu, (1 + w) norms, their own attention scale and
+        // (Gemma 2) caps; Gemma 3 adds q / k norms and its sliding layers' own rope base.
         s.gemma = true;
+        s.qkNorm = family == "gemma3_text";
+        if (c.flag("use_bidirectional_attention", false))
+            throw BuildError{Error::unsupported(path, family + " with "
+                                                               "use_bidirectional_attention is "
+                                                               "not supported")};
         s.tied = c.flag("tie_word_embeddings", true);
         const std::string act = c.text("hidden_activation", c.text("hidden_act", "gelu_pytorch_tanh"));
         if (act != "gelu_pytorch_tanh")
-            throw BuildError{Error::unsupported(path, "gemma2 hidden_activation '" + act +
+            throw BuildError{Error::unsupported(path, family + " hidden_activation '" + act +
                                                           "' is not supported "
                                                           "(only gelu_pytorch_tanh)")};
         s.attnScale = 1.0 / std::sqrt(c.number("query_pre_attn_scalar",
@@ -761,9 +819,12 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
                 *slot = c.number(key);
         if (c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
             s.slidingWindow = c.integer("sliding_window", {}, 1);
-        // layer_types names each layer's attention; older configs alternate, sliding first.
+        // layer_types names each layer's attention; older configs alternate, sliding first
+        // (Gemma 2), or make every sliding_window_pattern-th layer full (Gemma 3, default 6).
+        const std::int64_t pattern =
+            family == "gemma3_text" ? c.integer("sliding_window_pattern", 6, 1) : 2;
         for (std::int64_t i = 0; i < s.layers; ++i)
-            s.slidingLayers.push_back(i % 2 == 0);
+            s.slidingLayers.push_back((i + 1) % pattern != 0);
         if (c.has("layer_types") && c.raw()["layer_types"].is_array()) {
             const auto& types = c.raw()["layer_types"];
             if (static_cast<std::int64_t>(types.size()) != s.layers)
@@ -781,41 +842,33 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
                                                       "' is not supported (only silu)")};
     }
     // transformers >= 5 writes rope settings as "rope_parameters"; older ones as rope_theta
-    // and rope_scaling (Llama 3.1's files). Default, linear and llama3 scaling are supported.
-    s.theta = c.number("rope_theta", 10000.0);
+    // and rope_scaling (Llama 3.1's files). Gemma 3's rope_parameters holds one object per
+    // layer type; its older files give the sliding layers' base as rope_local_base_freq.
+    s.rope.theta = c.number("rope_theta", 10000.0);
+    const bool gemma3 = family == "gemma3_text";
+    if (gemma3)
+        s.localRope = RopeSpec{c.number("rope_local_base_freq", 10000.0)};
     for (const char* key : {"rope_scaling", "rope_parameters"}) {
         if (!c.has(key) || c.raw()[key].is_null())
             continue;
-        const Params rope(c.raw()[key], path, std::string("config.json ") + key);
-        s.theta = rope.number("rope_theta", s.theta);
-        const std::string type = rope.text("rope_type", rope.text("type", "default"));
-        if (type != "default" && type != "linear" && type != "llama3")
-            throw BuildError{Error::unsupported(path, std::string(key) + " rope_type '" + type +
-                                                          "' is not supported (default, "
-                                                          "linear, llama3)")};
-        s.ropeType = type;
-        s.ropeFactor = rope.number("factor", 1.0);
-        if (rope.number("partial_rotary_factor", 1.0) != 1.0)
-            throw BuildError{Error::unsupported(path, std::string(key) +
-                                                          " partial_rotary_factor other than 1 "
-                                                          "is not supported")};
-        if (type == "llama3") {
-            s.lowFreqFactor = rope.number("low_freq_factor", 1.0);
-            s.highFreqFactor = rope.number("high_freq_factor", 4.0);
-            s.originalMaxPos = rope.number("original_max_position_embeddings", 8192.0);
-            if (!(s.highFreqFactor > s.lowFreqFactor) || !(s.lowFreqFactor > 0) ||
-                !(s.originalMaxPos > 0))
-                throw BuildError{Error::badInput(path, std::string("config.json ") + key +
-                                                           ": llama3 rope needs high_freq_factor "
-                                                           "> low_freq_factor > 0")};
+        const json& r = c.raw()[key];
+        const std::string where = std::string("config.json ") + key;
+        if (gemma3 && r.is_object() && (r.contains("full_attention") ||
+                                        r.contains("sliding_attention"))) {
+            if (r.contains("full_attention"))
+                s.rope = parseRope(Params(r["full_attention"], path, where + ".full_attention"),
+                                   s.rope, path, key);
+            if (r.contains("sliding_attention"))
+                s.localRope = parseRope(Params(r["sliding_attention"], path,
+                                               where + ".sliding_attention"),
+                                        *s.localRope, path, key);
+            continue;
         }
-        if (type != "default" && !(s.ropeFactor > 0))
-            throw BuildError{Error::badInput(path, std::string("config.json ") + key +
-                                                       ": factor must be positive")};
+        s.rope = parseRope(Params(r, path, where), s.rope, path, key);
     }
     // The llama-shaped families: mistral (sliding window), qwen2 (q/k/v biases), qwen3
     // (q/k norm); their sliding windows for every layer only (Qwen's per-layer windows are not).
-    s.family = c.text("model_type", "llama");
+    s.family = family;
     if (s.family == "mistral" && c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
         s.slidingWindow = c.integer("sliding_window", {}, 1);
     if (s.family == "qwen2")
@@ -1109,7 +1162,7 @@ Result<ir::Graph> buildLlamaFromGguf(const nlohmann::json& hparams,
                                                       "(llama.rope.dimension_count != head size) "
                                                       "are not supported")};
         s.eps = h.number("llama.attention.layer_norm_rms_epsilon", 1e-5);
-        s.theta = h.number("llama.rope.freq_base", 10000.0);
+        s.rope.theta = h.number("llama.rope.freq_base", 10000.0);
         s.maxPos = h.integer("llama.context_length", 2048);
         s.tied = true;  // llama.cpp reads token_embd when there is no output.weight
         if (weights.count("rope_freqs.weight") != 0)

@@ -29,14 +29,15 @@ namespace bitlens::model {
 ///    its sliding window; Qwen2ForCausalLM's q/k/v biases; Qwen3ForCausalLM's per-head q/k
 ///    RMSNorm; Phi3ForCausalLM's fused qkv_proj / gate_up_proj, read as row views;
 ///    Gemma2ForCausalLM's scaled embeddings, (1 + w) sandwich norms, tanh GeGLU, soft-capped
-///    scores and logits, sliding window on the layers layer_types names); the llama graph, metadata model_type naming the family. Rope scaling: default,
+///    scores and logits, sliding window on the layers layer_types names; Gemma3ForCausalLM
+///    ("gemma3_text") with q / k norms and the sliding layers' own rope base); the llama graph, metadata model_type naming the family. Rope scaling: default,
 ///    linear, llama3.
 ///  - "gpt2": GPT2LMHeadModel (lm_head tied to wte); output logits; task "lm".
 /// Unsupported model_type or options: ErrorCode::Unsupported; missing or mis-shaped tensors:
 /// BadInput naming the tensor; `path` names the model in errors.
 /// The config.json model_type values buildFromHfConfig builds.
-inline constexpr std::array<const char*, 8> kHfModelTypes = {
-    "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gpt2"};
+inline constexpr std::array<const char*, 9> kHfModelTypes = {
+    "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "gpt2"};
 /// Whether buildFromHfConfig builds `modelType` (checked before any weight is mapped).
 inline bool isHfModelType(const std::string& modelType)
 {

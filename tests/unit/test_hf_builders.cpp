@@ -68,13 +68,13 @@ double maxAbsDiff(const at::Tensor& a, const at::Tensor& b)
 }
 
 /// Elements of the graph's own constants (rotary inv_freq, attention scale, mask values): the
-/// float initializers that are not model parameters.
+/// float initializers that are not model parameters (rotary_local: Gemma 3's sliding layers).
 std::int64_t constantElements(const ir::Graph& graph)
 {
     std::int64_t n = 0;
     for (const auto& [name, t] : graph.initializers)
         if (t.is_floating_point() &&
-            (name.rfind("const.", 0) == 0 || name.rfind("rotary.", 0) == 0))
+            (name.rfind("const.", 0) == 0 || name.rfind("rotary", 0) == 0))
             n += t.numel();
     return n;
 }
@@ -184,12 +184,12 @@ TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
     // (per-head q/k RMSNorm, head_dim 16 != hidden / heads), Phi-3 (fused qkv_proj and
     // gate_up_proj, read as row views), Gemma 2 (scaled embeddings, (1 + w) sandwich norms,
     // tanh GeGLU, soft-capped scores and logits, a window on layer 0 only): logits as
-    // transformers gives them.
-    for (const std::string name : {"mistral", "qwen2", "qwen3", "phi3", "gemma2"}) {
+    // transformers gives them; Gemma 3 (q / k norms, per-layer-type rope) too.
+    for (const std::string name : {"mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
         SCOPED_TRACE(name);
         const Golden g = loadGolden(name);
         const ir::Graph graph = mustBuild(g, name);
-        EXPECT_EQ(graph.metadata.at("model_type"), name);
+        EXPECT_EQ(graph.metadata.at("model_type"), name == "gemma3" ? "gemma3_text" : name);
         EXPECT_EQ(graph.metadata.at("task"), "lm");
         const auto out = run(graph, {g.ref.at("input_ids")});
         ASSERT_EQ(out.size(), 1u);
@@ -247,6 +247,20 @@ TEST(HfBuilders, LlamaShapedFamiliesMatchTransformers)
     EXPECT_GT(without("gemma2",
                       [](Golden& g) {
                           g.config["layer_types"] = {"full_attention", "full_attention"};
+                      }),
+              1e-3);
+    // Gemma 3: the full layer's own rope (theta 1e6, linear x2) and the q / k norms matter.
+    EXPECT_GT(without("gemma3",
+                      [](Golden& g) {
+                          g.config["rope_parameters"]["full_attention"] =
+                              g.config["rope_parameters"]["sliding_attention"];
+                      }),
+              1e-3);
+    EXPECT_GT(without("gemma3",
+                      [](Golden& g) {
+                          for (auto& [w, t] : g.weights)
+                              if (w.ends_with("q_norm.weight") || w.ends_with("k_norm.weight"))
+                                  t = at::zeros_like(t);  // Gemma norms scale by 1 + w
                       }),
               1e-3);
     // Qwen's per-layer sliding windows are refused by name, not run as full attention.

@@ -209,6 +209,37 @@ def gemma2():
     save("gemma2", d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
 
 
+def gemma3():
+    """Gemma 3 text: Gemma 2's body without the caps, plus (1 + w) RMSNorm of q and k, and
+    per-layer-type rope (sliding layers theta 10000; the full layer theta 1e6 with linear
+    scaling by 2, as Gemma 3 4B+ scale theirs by 8)."""
+    torch.manual_seed(13)
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, intermediate_size=48, max_position_embeddings=64,
+        rms_norm_eps=1e-6, query_pre_attn_scalar=16, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                            "rope_theta": 1000000.0}},
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
+    model = transformers.Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(10.0)
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.3)
+    sharpen_attention(model)
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    d = cfg.to_dict()
+    d["model_type"] = "gemma3_text"
+    state = clean_state(model)
+    state.pop("lm_head.weight", None)
+    save("gemma3", d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
+
+
 def gpt2():
     torch.manual_seed(3)
     cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=24,
@@ -305,6 +336,7 @@ def main():
     llama3_rope()
     llama_families()
     gemma2()
+    gemma3()
     gpt2()
     rnn("lstm", "lstm", bidirectional=False, seed=5)
     rnn("gru", "gru", bidirectional=True, seed=6)
