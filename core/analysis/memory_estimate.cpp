@@ -21,16 +21,18 @@ bool isWide16(const ir::Graph& graph, const std::string& name, const at::Tensor&
     return graph.widenOnRead.count(name) != 0 && t.defined() && t.scalar_type() != at::kFloat;
 }
 
-/// Bytes per initializer storage (tied views counted once), by a predicate on it.
+/// Float32 bytes of the storages of the initializers `pred` picks, each storage once: views of
+/// one storage (a tied embedding and its LM head, Phi-3's q / k / v rows of qkv_proj) widen
+/// through one float32 copy of the whole storage (ir::widened).
 template <typename Pred>
-std::int64_t storageBytes(const ir::Graph& graph, Pred pred, std::int64_t perElement)
+std::int64_t storageFloat32Bytes(const ir::Graph& graph, Pred pred)
 {
     std::set<const void*> seen;
     std::int64_t bytes = 0;
     for (const auto& [name, t] : graph.initializers) {
         if (!t.defined() || !pred(name, t) || !seen.insert(t.storage().data()).second)
             continue;
-        bytes += t.numel() * (perElement > 0 ? perElement : t.element_size());
+        bytes += static_cast<std::int64_t>(t.storage().nbytes()) / t.element_size() * 4;
     }
     return bytes;
 }
@@ -181,14 +183,12 @@ MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape)
     e.action = "eval";
     e.mapped = graph.parameterBytes();
     std::int64_t largest = 0;
-    const std::int64_t wide = storageBytes(
-        graph,
-        [&](const std::string& name, const at::Tensor& t) {
+    const std::int64_t wide =
+        storageFloat32Bytes(graph, [&](const std::string& name, const at::Tensor& t) {
             if (isWide16(graph, name, t))
                 largest = std::max<std::int64_t>(largest, t.numel() * 4);
             return isWide16(graph, name, t);
-        },
-        4);
+        });
     e.widened = std::min(wide, exec::ExecOptions().widenCacheBytes + largest);
     e.activations = peakActivationBytes(graph, shape);
     return e;
@@ -200,9 +200,9 @@ MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& sch
     MemoryEstimate e;
     e.action = "quantize";
     e.mapped = graph.parameterBytes();
-    e.widened = storageBytes(
-        graph, [&](const std::string& name, const at::Tensor& t) { return isWide16(graph, name, t); },
-        4);
+    e.widened = storageFloat32Bytes(graph, [&](const std::string& name, const at::Tensor& t) {
+        return isWide16(graph, name, t);
+    });
     std::set<std::string> quantizedWeights;
     if (auto plan = quant::makePlan(graph, scheme)) {
         for (const auto& node : graph.nodes) {
@@ -212,9 +212,10 @@ MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& sch
             quantizedWeights.insert(node.inputs[1]);
         }
     }
-    e.quantized = storageBytes(
-        graph, [&](const std::string& name, const at::Tensor&) { return quantizedWeights.count(name) != 0; },
-        4);
+    // One float32 quantize-dequantized copy per quantized weight (LayerQuant::weightFq).
+    for (const auto& name : quantizedWeights)
+        if (const at::Tensor* t = graph.initializer(name); t && t->defined())
+            e.quantized += t->numel() * 4;
     std::set<std::string> keep;
     for (const auto& node : graph.nodes) {
         if (!quant::isQuantizable(graph, node))

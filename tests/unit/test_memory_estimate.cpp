@@ -85,6 +85,18 @@ TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
     EXPECT_EQ(analysis::estimateEval(g32, {4, 1}).widened, 0);
 }
 
+TEST(MemoryEstimate, ViewsOfOneStorageWidenOnce)
+{
+    // Phi-3's q / k / v are row views of one qkv_proj: widening copies that storage once.
+    ir::Graph g = mlp(at::kBFloat16);
+    g.initializers["fc2.bias"] = g.initializers.at("fc1.bias").narrow(0, 0, 8);
+    auto scheme = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(scheme.ok());
+    const auto q = analysis::estimateQuantize(g, *scheme, {4, 1});
+    EXPECT_EQ(q.widened, 4 * (64 * 16 + 64 + 8 * 64));
+    EXPECT_EQ(q.quantized, 4 * (64 * 16 + 8 * 64));
+}
+
 TEST(MemoryEstimate, AnActionThatCannotFitIsRefusedWithBothFigures)
 {
     auto scheme = quant::parseScheme("w4-int4");
