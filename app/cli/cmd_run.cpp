@@ -3,6 +3,7 @@
 
 #include "cli.h"
 
+#include "analysis/memory_estimate.h"
 #include "exec/executor.h"
 #include "io/dataset.h"
 #include "ir/graph.h"
@@ -69,6 +70,16 @@ int cmdRun(const Args& args)
         prepared = std::move(p).value();
     }
     const ir::Graph& runGraph = prepared ? prepared->graph : graph;
+    if (!prepared && !inputs.empty() && inputs[0].dim() > 0) {
+        // The whole input runs at once: refused before it allocates when it cannot fit.
+        analysis::WorkShape shape;
+        shape.batch = inputs[0].size(0);
+        shape.seqLen = inputs[0].dim() == 2 ? inputs[0].size(1) : 1;
+        analysis::MemoryEstimate estimate = analysis::estimateEval(graph, shape);
+        estimate.action = "run";
+        if (auto fits = analysis::checkMemory(estimate, (*ws)->model()->path()); !fits)
+            return fail(fits.error());
+    }
     exec::Executor executor(runGraph, exec::ExecOptions{c10::Device((*ws)->options().device)});
     if (prepared)
         executor.addHook(quant::makeQuantHook(*prepared));

@@ -4,7 +4,8 @@
 # costs no disk) opens from its mapping in a small peak RSS; quantize, whose float32 and
 # quantized copies cannot fit, is refused before it allocates, with the estimate, the memory
 # available and exit code 5, and leaves no report; eval is refused the same way when
-# BITLENS_MEMORY_AVAILABLE says the machine is small. Peak RSS is the child's ru_maxrss.
+# BITLENS_MEMORY_AVAILABLE says the machine is small, and so is `run` on a batch too large.
+# Peak RSS is the child's ru_maxrss.
 # Usage: test_llm_memory.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -49,5 +50,11 @@ expect quantize-70b-400g-message grep -q ", 400.0 GB available" "$tmp/err"
 BITLENS_MEMORY_AVAILABLE=500M check eval-70b-small 5 "$cli" eval "$tmp/l70" --data "$tmp/text.txt" \
   --limit 2 --seq-len 256
 expect eval-70b-small-message grep -qE "^error: $tmp/l70: eval needs ~[0-9.]+ GB \(float32 weights [0-9.]+ GB, activations [0-9.]+ (GB|MB); .*\), 500 MB available" "$tmp/err"
+
+# run on a whole input at once: a 64 x 4096-token batch of the 70B is refused the same way.
+"$py" -c "import numpy as np; np.save('$tmp/ids.npy', np.zeros((64, 4096), dtype=np.int64))"
+check run-70b-refused 5 "$cli" run "$tmp/l70" --input "$tmp/ids.npy" --out "$tmp/outs" --quiet
+expect run-70b-message grep -qE "^error: $tmp/l70: run needs ~[0-9.]+ GB" "$tmp/err"
+expect run-70b-no-output test ! -e "$tmp/outs/logits.npy"
 
 finish
