@@ -349,12 +349,14 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                 std::vector<at::Tensor> kParts, dpParts;
                 for (std::int64_t r0 = 0; r0 < wf.size(0); r0 += kKldRows) {
                     const std::int64_t r1 = std::min(wf.size(0), r0 + kKldRows);
-                    const at::Tensor lpf = at::log_softmax(wf.slice(0, r0, r1).to(at::kDouble), -1);
-                    const at::Tensor lpq = at::log_softmax(wq.slice(0, r0, r1).to(at::kDouble), -1);
+                    const at::Tensor lpf =
+                        at::log_softmax(wf.slice(0, r0, r1).to(at::kDouble), -1);
+                    const at::Tensor lpq =
+                        at::log_softmax(wq.slice(0, r0, r1).to(at::kDouble), -1);
                     const at::Tensor tr = t.slice(0, r0, r1);
                     kParts.push_back((lpf.exp() * (lpf - lpq)).sum(-1).to(at::kCPU));
-                    dpParts.push_back(
-                        (lpq.gather(1, tr).exp() - lpf.gather(1, tr).exp()).squeeze(-1).to(at::kCPU));
+                    const at::Tensor dpRows = lpq.gather(1, tr).exp() - lpf.gather(1, tr).exp();
+                    dpParts.push_back(dpRows.squeeze(-1).to(at::kCPU));
                 }
                 const at::Tensor k = kParts.empty() ? at::empty({0}, at::kDouble)
                                                     : at::cat(kParts).contiguous();

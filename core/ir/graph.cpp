@@ -243,7 +243,8 @@ const at::Tensor* Graph::initializer(const std::string& valueName) const
 
 at::Tensor Graph::readAs(const std::string& valueName, const at::Tensor& tensor) const
 {
-    if (!tensor.defined() || widenOnRead.count(valueName) == 0 || tensor.scalar_type() == at::kFloat)
+    if (!tensor.defined() || widenOnRead.count(valueName) == 0 ||
+        tensor.scalar_type() == at::kFloat)
         return tensor;
     at::Tensor f = tensor.to(at::kFloat);
     if (f.numel() > 0) {

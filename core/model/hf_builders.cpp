@@ -806,7 +806,8 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
                                                                "use_bidirectional_attention is "
                                                                "not supported")};
         s.tied = c.flag("tie_word_embeddings", true);
-        const std::string act = c.text("hidden_activation", c.text("hidden_act", "gelu_pytorch_tanh"));
+        const std::string act =
+            c.text("hidden_activation", c.text("hidden_act", "gelu_pytorch_tanh"));
         if (act != "gelu_pytorch_tanh")
             throw BuildError{Error::unsupported(path, family + " hidden_activation '" + act +
                                                           "' is not supported "
@@ -827,11 +828,11 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
             s.slidingLayers.push_back((i + 1) % pattern != 0);
         if (c.has("layer_types") && c.raw()["layer_types"].is_array()) {
             const auto& types = c.raw()["layer_types"];
-            if (static_cast<std::int64_t>(types.size()) != s.layers)
+            const auto count = static_cast<std::int64_t>(types.size());
+            if (count != s.layers)
                 throw BuildError{Error::badInput(path, "config.json: layer_types has " +
-                                                           str(static_cast<std::int64_t>(types.size())) +
-                                                           " entries for " + str(s.layers) +
-                                                           " layers")};
+                                                           str(count) + " entries for " +
+                                                           str(s.layers) + " layers")};
             for (std::int64_t i = 0; i < s.layers; ++i)
                 s.slidingLayers[static_cast<std::size_t>(i)] =
                     types[static_cast<std::size_t>(i)] == "sliding_attention";
@@ -866,17 +867,16 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
         }
         s.rope = parseRope(Params(r, path, where), s.rope, path, key);
     }
-    // The llama-shaped families: mistral (sliding window), qwen2 (q/k/v biases), qwen3
-    // (q/k norm); their sliding windows for every layer only (Qwen's per-layer windows are not).
+    // The llama-shaped families: mistral and phi3 (one sliding window for every layer), qwen2
+    // (q/k/v biases), qwen3 (q/k norm); Qwen's per-layer windows are refused.
     s.family = family;
-    if (s.family == "mistral" && c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
-        s.slidingWindow = c.integer("sliding_window", {}, 1);
+    if ((s.family == "mistral" || s.family == "phi3") && c.has("sliding_window") &&
+        !c.raw()["sliding_window"].is_null())
+        s.slidingWindow = c.integer("sliding_window", {}, 1);  // every layer's window
     if (s.family == "qwen2")
         s.qkvBias = true;
     if (s.family == "qwen3")
         s.qkNorm = true;
-    if (s.family == "phi3" && c.has("sliding_window") && !c.raw()["sliding_window"].is_null())
-        s.slidingWindow = c.integer("sliding_window", {}, 1);
     if ((s.family == "qwen2" || s.family == "qwen3") && c.flag("use_sliding_window", false))
         throw BuildError{Error::unsupported(path, s.family + " with use_sliding_window is not "
                                                              "supported (per-layer windows)")};

@@ -30,8 +30,8 @@ namespace bitlens::model {
 ///    RMSNorm; Phi3ForCausalLM's fused qkv_proj / gate_up_proj, read as row views;
 ///    Gemma2ForCausalLM's scaled embeddings, (1 + w) sandwich norms, tanh GeGLU, soft-capped
 ///    scores and logits, sliding window on the layers layer_types names; Gemma3ForCausalLM
-///    ("gemma3_text") with q / k norms and the sliding layers' own rope base); the llama graph, metadata model_type naming the family. Rope scaling: default,
-///    linear, llama3.
+///    ("gemma3_text") with q / k norms and the sliding layers' own rope base); the llama
+///    graph, metadata model_type naming the family. Rope scaling: default, linear, llama3.
 ///  - "gpt2": GPT2LMHeadModel (lm_head tied to wte); output logits; task "lm".
 /// Unsupported model_type or options: ErrorCode::Unsupported; missing or mis-shaped tensors:
 /// BadInput naming the tensor; `path` names the model in errors.

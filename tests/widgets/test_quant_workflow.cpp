@@ -496,7 +496,8 @@ void TestQuantWorkflow::memoryForecastBeforeARun()
              qPrintable(message));
     QCOMPARE(window->currentReport(), before);
     window->quantPanel()->setSchemeText(QStringLiteral("w4-int4"));
-    QVERIFY2(!memory->text().startsWith(QStringLiteral("Will not fit")), qPrintable(memory->text()));
+    QVERIFY2(!memory->text().startsWith(QStringLiteral("Will not fit")),
+             qPrintable(memory->text()));
 }
 
 QTEST_MAIN(TestQuantWorkflow)
