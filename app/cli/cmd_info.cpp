@@ -2,10 +2,13 @@
 
 #include "cli.h"
 
+#include "analysis/memory_estimate.h"
 #include "model/model.h"
+#include "quant/scheme.h"
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 namespace bitlens::cli {
 
@@ -14,7 +17,7 @@ using nlohmann::json;
 int cmdInfo(const Args& args)
 {
     if (args.positional.size() != 1)
-        return fail(Error::usage("usage: bitlens-cli info MODEL [--json]"));
+        return fail(Error::usage("usage: bitlens-cli info MODEL [--scheme SCHEME] [--json]"));
     auto modelArg = resolveModelArg(args.positional[0], args.has("--quiet"));
     if (!modelArg)
         return fail(modelArg.error());
@@ -22,6 +25,18 @@ int cmdInfo(const Args& args)
     if (!model)
         return fail(model.error());
     const ModelSummary& s = (*model)->summary();
+    // What a float eval and a quantize of --scheme (default w4-int4) would hold at their peak,
+    // at the default batch: the estimates the commands refuse on, shown before running them.
+    const std::string schemeSpec = args.get("--scheme", "w4-int4");
+    auto scheme = quant::parseScheme(schemeSpec);
+    if (!scheme)
+        return fail(scheme.error());
+    const ir::Graph& graph = (*model)->graph();
+    const analysis::WorkShape shape = analysis::defaultWorkShape(graph);
+    const analysis::MemoryEstimate evalNeeds = analysis::estimateEval(graph, shape);
+    const analysis::MemoryEstimate quantizeNeeds =
+        analysis::estimateQuantize(graph, *scheme, shape);
+    const std::optional<std::int64_t> available = analysis::availableMemory();
     if (args.has("--json")) {
         json layers = json::array();
         for (const auto& l : s.layers) {
@@ -51,6 +66,10 @@ int cmdInfo(const Args& args)
             j["note"] = s.note;
         if (!s.notes.empty())
             j["notes"] = s.notes;
+        j["memory"] = {{"eval_bytes", evalNeeds.total()},
+                       {"quantize_bytes", quantizeNeeds.total()},
+                       {"quantize_scheme", schemeSpec},
+                       {"available_bytes", available ? json(*available) : json(nullptr)}};
         std::cout << j.dump(2) << "\n";
         return 0;
     }
@@ -71,6 +90,11 @@ int cmdInfo(const Args& args)
     for (const auto& t : s.outputs)
         std::printf("output  %s %s %s\n", t.name.c_str(), t.dtype.c_str(),
                     formatShape(t.shape).c_str());
+    std::printf("memory  eval ~%s, quantize %s ~%s%s\n",
+                analysis::formatGigabytes(evalNeeds.total()).c_str(), schemeSpec.c_str(),
+                analysis::formatGigabytes(quantizeNeeds.total()).c_str(),
+                available ? (", " + analysis::formatGigabytes(*available) + " available").c_str()
+                          : "");
     std::printf("\n%-20s %-20s %-18s %10s %12s\n", "layer", "op", "output (batch 1)", "params",
                 "bytes");
     for (const auto& l : s.layers)

@@ -22,7 +22,8 @@ commands:
   zoo list                           the demo models
   zoo build NAME                     build (train) a zoo model again
   zoo path NAME                      print a zoo model's file path (builds it when missing)
-  info MODEL [--json]                layers, shapes, parameters
+  info MODEL [--scheme S] [--json]   layers, shapes, parameters, and the memory an eval and a
+                                     quantize of S (default w4-int4) would need
   eval MODEL [--data DATA] [--limit N] [--seq-len N] [--tokens N] [--device cpu|cuda] [--json]
                                      task metric (top-1, perplexity, embedding cosine)
   run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda] [--scheme SCHEME [--calib DATA]]

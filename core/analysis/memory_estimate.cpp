@@ -67,6 +67,31 @@ std::optional<std::int64_t> readNumberFile(const std::string& path)
     return parseBytes(word);
 }
 
+/// The graph's input shapes for `shape`: the batch in dimension 0, the window length in the
+/// other dynamic ones.
+std::vector<std::vector<std::int64_t>> inputShapesFor(const ir::Graph& graph,
+                                                      const WorkShape& shape)
+{
+    std::vector<std::vector<std::int64_t>> inputShapes;
+    for (const auto& in : graph.inputs) {
+        std::vector<std::int64_t> s = in.shape;
+        for (std::size_t d = 0; d < s.size(); ++d)
+            if (s[d] < 0)
+                s[d] = d == 0 ? shape.batch : shape.seqLen;
+        inputShapes.push_back(std::move(s));
+    }
+    return inputShapes;
+}
+
+/// 4 bytes per element of `shape` (float32; int64 values are few).
+std::int64_t elementBytes(const std::vector<std::int64_t>& shape)
+{
+    std::int64_t n = 4;
+    for (const auto d : shape)
+        n *= std::max<std::int64_t>(d, 1);
+    return n;
+}
+
 } // namespace
 
 std::string formatGigabytes(std::int64_t bytes)
@@ -115,24 +140,19 @@ WorkShape workShapeOf(const ir::Graph& graph, const at::Tensor& rows)
     return shape;
 }
 
+WorkShape defaultWorkShape(const ir::Graph& graph, std::int64_t seqLen)
+{
+    const bool tokens = !graph.inputs.empty() && graph.inputs.front().shape.size() == 2 &&
+                        graph.inputs.front().dtype == ir::DType::Int64;
+    return tokens ? WorkShape{2, seqLen} : WorkShape{64, 1};
+}
+
 std::int64_t peakActivationBytes(const ir::Graph& graph, const WorkShape& shape,
                                  const std::set<std::string>* keep, std::int64_t* keptBytes)
 {
-    std::vector<std::vector<std::int64_t>> inputShapes;
-    for (const auto& in : graph.inputs) {
-        std::vector<std::int64_t> s = in.shape;
-        for (std::size_t d = 0; d < s.size(); ++d)
-            if (s[d] < 0)
-                s[d] = d == 0 ? shape.batch : shape.seqLen;
-        inputShapes.push_back(std::move(s));
-    }
+    const auto inputShapes = inputShapesFor(graph, shape);
     auto shapes = ir::inferShapes(graph, inputShapes);
-    auto bytesOf = [](const std::vector<std::int64_t>& s) {
-        std::int64_t n = 4;
-        for (const auto d : s)
-            n *= std::max<std::int64_t>(d, 1);
-        return n;
-    };
+    const auto bytesOf = elementBytes;
     std::int64_t largest = 0;
     if (shapes)
         for (const auto& node : graph.nodes)
@@ -189,8 +209,16 @@ MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape)
                 largest = std::max<std::int64_t>(largest, t.numel() * 4);
             return isWide16(graph, name, t);
         });
-    e.widened = std::min(wide, exec::ExecOptions().widenCacheBytes + largest);
-    e.activations = peakActivationBytes(graph, shape);
+    // The cache, and the largest weight widened for its node with its 16-bit pages still
+    // resident until the node is done (an 8B LM head: 2.1 GB + 1.05 GB).
+    e.widened = std::min(wide, exec::ExecOptions().widenCacheBytes + largest + largest / 2);
+    // The metric scores the outputs (perplexity: log-softmax of the logits) beside them.
+    std::int64_t outputs = 0;
+    if (auto shapes = ir::inferShapes(graph, inputShapesFor(graph, shape)); shapes)
+        for (const auto& out : graph.outputs)
+            if (auto it = shapes->find(out.name); it != shapes->end())
+                outputs += elementBytes(it->second);
+    e.activations = peakActivationBytes(graph, shape) + 2 * outputs;
     return e;
 }
 

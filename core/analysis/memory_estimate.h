@@ -42,6 +42,10 @@ struct WorkShape {
 /// inputs) a few windows of their length at a time, other models batches of up to 64.
 WorkShape workShapeOf(const ir::Graph& graph, const at::Tensor& rows);
 
+/// The batch the GUI's forecast and `info` plan for before any data is loaded: token models
+/// 2 windows of `seqLen` tokens (512 by default, model/model_data.h kLmSeqLen), others 64.
+WorkShape defaultWorkShape(const ir::Graph& graph, std::int64_t seqLen = 512);
+
 /// Live activation bytes at the peak of one forward pass of `shape`: the value shapes of
 /// ir::inferShapes at that batch, freed after their last reader as the executor frees them,
 /// 4 bytes per element. Values whose shape cannot be inferred count as the largest one seen.

@@ -377,12 +377,13 @@ at::Tensor Executor::readWeight(const ir::Node& node, const std::string& name, c
     if (m_widenedBytes + bytes <= m_options.widenCacheBytes) {
         m_widened[name] = f;
         m_widenedBytes += bytes;
-    } else if (w.is_cpu()) {
-        // Not kept: the 16-bit pages just read leave this process's memory again (the page
-        // cache keeps them), so a run over a model larger than memory stays at one layer's
-        // worth. Nothing writes a widenOnRead tensor, the condition releasePages asks.
-        io::MappedFile::releasePages(w.data_ptr(), w.nbytes());
     }
+    // The 16-bit pages just read leave this process's memory again (the page cache keeps
+    // them): a kept weight is read from its float32 copy from now on, and one not kept is
+    // widened again next time, so a run over a model larger than memory stays at one layer's
+    // worth. Nothing writes a widenOnRead tensor, the condition releasePages asks.
+    if (w.is_cpu())
+        io::MappedFile::releasePages(w.data_ptr(), w.nbytes());
     return f;
 }
 

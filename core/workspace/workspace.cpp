@@ -543,10 +543,8 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
     if (!parsed)
         return parsed.error();
     const ir::Graph& graph = ws.model()->graph();
-    const bool tokens = !graph.inputs.empty() && graph.inputs.front().shape.size() == 2 &&
-                        graph.inputs.front().dtype == ir::DType::Int64;
-    const analysis::WorkShape shape{tokens ? 2 : 64, tokens ? kLmSeqLen : 1};
-    const analysis::MemoryEstimate e = analysis::estimateQuantize(graph, *parsed, shape);
+    const analysis::MemoryEstimate e =
+        analysis::estimateQuantize(graph, *parsed, analysis::defaultWorkShape(graph, kLmSeqLen));
     MemoryForecast f;
     f.neededBytes = e.total();
     const auto available = analysis::availableMemory();

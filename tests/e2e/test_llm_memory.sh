@@ -30,12 +30,16 @@ check info-70b 0 rss "$cli" info "$tmp/l70"
 expect info-70b-rss under 2000000
 expect info-70b-params grep -qE "^params +70553706563 " "$tmp/out"
 expect info-70b-arch grep -qE "^arch +llama" "$tmp/out"
+expect info-70b-memory grep -qE "^memory  eval ~[0-9.]+ GB, quantize w4-int4 ~6[0-9][0-9]\.[0-9] GB, [0-9.]+ GB available$" "$tmp/out"
 expect info-70b-down grep -qE "^layer\.79\.mlp\.down_proj +MatMul +\[1, 1, 8192\] +234881024 +448\.00 MiB" "$tmp/out"
 check info-70b-json 0 "$cli" info "$tmp/l70" --json
 expect info-70b-json-keys report "$tmp/out" "
 assert d['params'] == 70553706563, d['params']
 assert d['bytes'] < 2.01 * d['params'], 'bf16 weights are counted at 2 bytes'
-assert sum(1 for l in d['layers'] if l['op'] == 'MatMul' and l['params'] > 0) == 80 * 7 + 1"
+assert sum(1 for l in d['layers'] if l['op'] == 'MatMul' and l['params'] > 0) == 80 * 7 + 1
+m = d['memory']
+assert m['quantize_scheme'] == 'w4-int4' and m['quantize_bytes'] > 4 * d['params'], m
+assert 0 < m['eval_bytes'] < m['quantize_bytes'] and m['available_bytes'] > 0, m"
 
 check quantize-70b-refused 5 rss "$cli" quantize "$tmp/l70" --scheme w4-int4 --calib "$tmp/text.txt" \
   --limit 2 --seq-len 256 --report "$tmp/r.json"

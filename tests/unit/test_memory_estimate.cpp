@@ -82,6 +82,8 @@ TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
     const auto e16 = analysis::estimateEval(g16, {4, 1});
     EXPECT_EQ(e16.quantized, 0);
     EXPECT_EQ(e16.widened, 4 * weights);  // within the executor's widen cache
+    // The metric scores the outputs beside them (perplexity's log-softmax): 2 x [4, 8] float.
+    EXPECT_EQ(e16.activations, analysis::peakActivationBytes(g16, {4, 1}) + 2 * 4 * 4 * 8);
     EXPECT_EQ(analysis::estimateEval(g32, {4, 1}).widened, 0);
 }
 
