@@ -599,15 +599,26 @@ Result<at::Tensor> GgufFile::tensorView(const std::string& name) const
         shape = {rows, rowBytes};
     }
     const auto options = at::TensorOptions().dtype(dtype == at::ScalarType::Undefined ? at::kByte : dtype);
-    if (info->sizeBytes == 0)
-        return at::empty(shape, options);
-    const int itemSize = static_cast<int>(c10::elementSize(options.dtype().toScalarType()));
-    if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(itemSize) != 0) {
-        at::Tensor copy = at::empty(shape, options);
-        std::memcpy(copy.data_ptr(), data, info->sizeBytes);
-        return copy;
+    try {
+        if (info->sizeBytes == 0)
+            return at::empty(shape, options);
+        const int itemSize = static_cast<int>(c10::elementSize(options.dtype().toScalarType()));
+        if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(itemSize) != 0) {
+            at::Tensor copy = at::empty(shape, options);
+            std::memcpy(copy.data_ptr(), data, info->sizeBytes);
+            return copy;
+        }
+        return at::from_blob(data, shape, [holder = m_file](void*) mutable { holder.reset(); },
+                             options);
+    } catch (const c10::Error& e) {
+        // An empty tensor whose other dimensions overflow int64 (fuzz finding
+        // tests/fuzz/corpus/gguf/finding-empty-tensor-overflowing-shape.gguf).
+        std::string why = e.what_without_backtrace();
+        if (auto nl = why.find('\n'); nl != std::string::npos)
+            why.resize(nl);
+        return Error::badInput(m_path, "tensor '" + name + "' has a shape LibTorch cannot hold: " +
+                                           why);
     }
-    return at::from_blob(data, shape, [holder = m_file](void*) mutable { holder.reset(); }, options);
 }
 
 Result<at::Tensor> GgufFile::dequantize(const std::string& name) const

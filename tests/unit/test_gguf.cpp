@@ -491,3 +491,25 @@ TEST(Gguf, UnsupportedTypesReadButDoNotDequantize)
     EXPECT_EQ(deq.error().code, ErrorCode::Unsupported);
     EXPECT_EQ(deq.error().message, "tensor 'iq' has ggml type IQ2_XXS, which BitLens cannot dequantize");
 }
+
+TEST(Gguf, AnEmptyTensorWhoseShapeOverflowsIsBadInputNotACrash)
+{
+    // A fuzz finding (kept as a seed of fuzz_gguf): a tensor of 0 bytes with dimensions
+    // [12848, 7349874591868649472, 0], which LibTorch refuses to size; the view is BadInput.
+    const std::string path = std::string(BITLENS_TEST_DATA) +
+                             "/../fuzz/corpus/gguf/finding-empty-tensor-overflowing-shape.gguf";
+    auto file = io::GgufFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.error().userMessage();
+    int refused = 0;
+    for (const auto& info : file->tensors()) {
+        auto view = file->tensorView(info.name);
+        if (view.ok())
+            continue;
+        ++refused;
+        EXPECT_EQ(view.error().code, ErrorCode::BadInput);
+        EXPECT_EQ(view.error().path, path);
+        EXPECT_NE(view.error().message.find("has a shape LibTorch cannot hold"), std::string::npos)
+            << view.error().message;
+    }
+    EXPECT_GE(refused, 1);
+}
