@@ -177,6 +177,26 @@ def llama_families():
                  seed=11, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
+def gemma_golden(name, model_type, cfg, model_cls):
+    """A tiny Gemma (2 or 3) with random (1 + w) norms, sharpened attention, and its logits on
+    a 12-token input; the embeddings are tied, so lm_head is not saved."""
+    model = model_cls(cfg).eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(10.0)
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.copy_(torch.randn_like(p) * 0.3)  # Gemma norms scale by (1 + w)
+    sharpen_attention(model)
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    d = cfg.to_dict()
+    d["model_type"] = model_type
+    state = clean_state(model)
+    state.pop("lm_head.weight", None)  # tied to the embeddings
+    save(name, d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
+
+
 def gemma2():
     """Gemma 2: embeddings scaled by sqrt(hidden), RMSNorm with (1 + weight), sandwich norms,
     GeGLU (tanh gelu), attention scale query_pre_attn_scalar^-0.5 with tanh soft-capping, a
@@ -192,21 +212,7 @@ def gemma2():
                                     layer_types=["sliding_attention", "full_attention"],
                                     pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                     attn_implementation="eager")
-    model = transformers.Gemma2ForCausalLM(cfg).eval()
-    with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(10.0)
-        for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
-                p.copy_(torch.randn_like(p) * 0.3)  # Gemma norms scale by (1 + w)
-    sharpen_attention(model)
-    ids = torch.randint(0, 64, (2, 12))
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits
-    d = cfg.to_dict()
-    d["model_type"] = "gemma2"
-    state = clean_state(model)
-    state.pop("lm_head.weight", None)  # tied to the embeddings
-    save("gemma2", d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
+    gemma_golden("gemma2", "gemma2", cfg, transformers.Gemma2ForCausalLM)
 
 
 def gemma3():
@@ -223,21 +229,7 @@ def gemma3():
                          "full_attention": {"rope_type": "linear", "factor": 2.0,
                                             "rope_theta": 1000000.0}},
         pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
-    model = transformers.Gemma3ForCausalLM(cfg).eval()
-    with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(10.0)
-        for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
-                p.copy_(torch.randn_like(p) * 0.3)
-    sharpen_attention(model)
-    ids = torch.randint(0, 64, (2, 12))
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits
-    d = cfg.to_dict()
-    d["model_type"] = "gemma3_text"
-    state = clean_state(model)
-    state.pop("lm_head.weight", None)
-    save("gemma3", d, state, {"input_ids": ids.numpy(), "output": logits.numpy()})
+    gemma_golden("gemma3", "gemma3_text", cfg, transformers.Gemma3ForCausalLM)
 
 
 def gpt2():
