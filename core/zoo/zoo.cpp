@@ -1,12 +1,17 @@
 #include "zoo/zoo.h"
 
+#include "analysis/lm_metrics.h"
 #include "analysis/metrics.h"
 #include "io/dataset.h"
 #include "io/file_util.h"
 #include "io/onnx.h"
-#include "analysis/lm_metrics.h"
+#include "io/safetensors.h"
+#include "model/hf_builders.h"
+#include "text/bpe_train.h"
+#include "text/text_data.h"
 #include "zoo/char_lstm.h"
 #include "zoo/fashion_cnn.h"
+#include "zoo/kjv_llama.h"
 #include "zoo/packages.h"
 
 #include <nlohmann/json.hpp>
@@ -49,6 +54,19 @@ ZooEntry charLstmEntry()
             "characters), trained by BitLens on the King James Bible",
             "sequence", "output agreement"};
 }
+
+ZooEntry kjvLlamaEntry()
+{
+    return {"kjv-llama",
+            "small Llama (4 layers, hidden 256, GQA 4/2 heads, SwiGLU 768, tied embeddings; "
+            "3.7M params) with a 2048-token byte-level BPE, both trained by BitLens on the KJV "
+            "Old Testament; float32 HF folder: the zoo's float language model",
+            "lm", "perplexity"};
+}
+
+/// kjv-llama's evaluation after training: New Testament windows.
+constexpr std::int64_t kKjvLlamaEvalWindow = 256;
+constexpr std::int64_t kKjvLlamaEvalWindows = 32;
 
 /// char-lstm's data: windows of character ids written beside the model (.npy, int64 [N, S]).
 constexpr std::int64_t kCharLstmWindow = 128;
@@ -103,6 +121,15 @@ ZooModel describe(const std::string& name)
         m.entry = p->entry;
         m.modelPath = modelDir(name) + "/" + p->modelFile;
         m.tokenizerPath = modelDir(name) + "/" + p->tokenizerFile;
+        m.calibData = kjv.calibPath;
+        m.evalData = kjv.evalPath;
+        return m;
+    }
+    if (name == "kjv-llama") {
+        const KjvText kjv = kjvTextPaths();
+        m.entry = kjvLlamaEntry();
+        m.modelPath = modelDir(name) + "/model.safetensors";
+        m.tokenizerPath = modelDir(name) + "/tokenizer.json";
         m.calibData = kjv.calibPath;
         m.evalData = kjv.evalPath;
         return m;
@@ -279,11 +306,132 @@ Result<ZooModel> buildCharLstm(Progress& progress, const CancelToken& cancel)
     return model;
 }
 
+Result<void> writeText(const std::string& path, const std::string& text)
+{
+    return io::writeFileAtomic(path, text.data(), text.size());
+}
+
+Result<ZooModel> buildKjvLlama(Progress& progress, const CancelToken& cancel)
+{
+    const ZooModel zm = describe("kjv-llama");
+    const std::string dir = modelDir("kjv-llama");
+    const auto started = std::chrono::steady_clock::now();
+    progress.report(0.0, "writing the King James Bible text");
+    auto kjv = ensureKjvText();
+    if (!kjv)
+        return kjv.error();
+    auto calibBytes = io::readFileBytes(kjv->calibPath);
+    if (!calibBytes)
+        return calibBytes.error();
+    auto evalBytes = io::readFileBytes(kjv->evalPath);
+    if (!evalBytes)
+        return evalBytes.error();
+    const std::string_view calibText(reinterpret_cast<const char*>(calibBytes->data()),
+                                     calibBytes->size());
+    const std::string_view evalText(reinterpret_cast<const char*>(evalBytes->data()),
+                                    evalBytes->size());
+
+    const KjvLlamaRecipe recipe;
+    progress.report(0.01, "learning the byte-level BPE tokenizer from the Old Testament");
+    text::BpeTrainOptions bpe;
+    bpe.vocabSize = static_cast<std::size_t>(recipe.vocab);
+    auto vocab = text::trainByteLevelBpe(calibText, bpe);
+    if (!vocab)
+        return vocab.error();
+    if (static_cast<std::int64_t>(vocab->tokens.size()) != recipe.vocab)
+        return Error::runtime("the tokenizer learned " + std::to_string(vocab->tokens.size()) +
+                              " tokens, the model expects " + std::to_string(recipe.vocab));
+    const nlohmann::json tokenizerJson = text::byteLevelTokenizerJson(*vocab);
+    auto tokenizer = text::BpeTokenizer::fromTokenizerJson(tokenizerJson, zm.tokenizerPath);
+    if (!tokenizer)
+        return tokenizer.error();
+    text::EncodeOptions plain;
+    plain.addSpecialTokens = false;
+    const auto trainIdsVec = (*tokenizer)->encode(calibText, plain).ids;
+    const at::Tensor trainIds =
+        at::tensor(std::vector<std::int64_t>(trainIdsVec.begin(), trainIdsVec.end()));
+
+    const nlohmann::json config = kjvLlamaConfig(recipe);
+    auto weights = initKjvLlama(recipe);
+    Progress trainProgress([&](double f, const std::string& stage) {
+        progress.report(0.03 + 0.9 * f, stage);
+    });
+    auto trained = trainKjvLlama(weights, config, trainIds, recipe, trainProgress, cancel);
+    if (!trained)
+        return trained.error();
+
+    progress.report(0.94, "evaluating on the New Testament");
+    text::TextDataOptions evalOptions;
+    evalOptions.seqLen = kKjvLlamaEvalWindow;
+    evalOptions.maxSamples = kKjvLlamaEvalWindows;
+    evalOptions.addSpecialTokens = false;
+    auto evalData =
+        text::textDatasetFromString(evalText, kjv->evalPath, **tokenizer, evalOptions);
+    if (!evalData)
+        return evalData.error();
+    auto graph = model::buildFromHfConfig(config, weights, zm.modelPath);
+    if (!graph)
+        return graph.error();
+    auto perplexity = analysis::evaluatePerplexity(*graph, evalData->inputIds, {});
+    if (!perplexity)
+        return perplexity.error();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+        return Error::runtime("cannot create the zoo folder: " + ec.message(), dir);
+    // meta.json last: it is what isBuilt() reads, so a build stopped half-way is rebuilt.
+    fs::remove(dir + "/meta.json", ec);
+    if (auto r = writeText(dir + "/config.json", config.dump(2) + "\n"); !r)
+        return r.error();
+    if (auto r = writeText(zm.tokenizerPath, tokenizerJson.dump() + "\n"); !r)
+        return r.error();
+    const nlohmann::json tokenizerConfig = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                            {"bos_token", "<|endoftext|>"},
+                                            {"eos_token", "<|endoftext|>"},
+                                            {"model_max_length", recipe.seqLen},
+                                            {"add_bos_token", false},
+                                            {"clean_up_tokenization_spaces", false}};
+    if (auto r = writeText(dir + "/tokenizer_config.json", tokenizerConfig.dump(2) + "\n"); !r)
+        return r.error();
+    const nlohmann::json generation = {{"bos_token_id", 0}, {"eos_token_id", 0}};
+    if (auto r = writeText(dir + "/generation_config.json", generation.dump(2) + "\n"); !r)
+        return r.error();
+    if (auto r = io::writeSafetensors(weights, {{"format", "pt"}}, zm.modelPath); !r)
+        return r.error();
+    std::int64_t params = 0;
+    for (const auto& [name, t] : weights)
+        params += t.numel();
+    const nlohmann::json meta = {{"name", "kjv-llama"},
+                                 {"zoo_format", kZooFormatVersion},
+                                 {"perplexity", perplexity->value},
+                                 {"eval_windows", evalData->size()},
+                                 {"window", kKjvLlamaEvalWindow},
+                                 {"params", params},
+                                 {"vocab", recipe.vocab},
+                                 {"merges", vocab->merges.size()},
+                                 {"train_tokens", trainIds.numel()},
+                                 {"train_steps", recipe.steps},
+                                 {"train_batch", recipe.batchSize},
+                                 {"train_seq_len", recipe.seqLen},
+                                 {"train_loss_first", trained->firstLoss},
+                                 {"train_loss", trained->finalLoss},
+                                 {"seed", recipe.seed},
+                                 {"train_seconds", trained->seconds},
+                                 {"build_seconds", seconds}};
+    if (auto r = writeText(dir + "/meta.json", meta.dump(2) + "\n"); !r)
+        return r.error();
+    progress.report(1.0, "built");
+    return zm;
+}
+
 } // namespace
 
 std::vector<ZooEntry> list()
 {
-    std::vector<ZooEntry> entries = {fashionEntry(), charLstmEntry()};
+    std::vector<ZooEntry> entries = {fashionEntry(), charLstmEntry(), kjvLlamaEntry()};
     for (const auto& m : packagedModels())
         entries.push_back(m.entry);
     return entries;
@@ -315,7 +463,8 @@ bool isBuilt(const std::string& name)
         return packagedIsBuilt(*p);
     const ZooModel m = describe(name);
     std::ifstream in(modelDir(name) + "/meta.json");
-    if (!in || !fs::exists(m.modelPath) || (name == "char-lstm" && !fs::exists(m.evalData)))
+    if (!in || !fs::exists(m.modelPath) || (name == "char-lstm" && !fs::exists(m.evalData)) ||
+        (name == "kjv-llama" && !fs::exists(m.tokenizerPath)))
         return false;
     const auto meta = nlohmann::json::parse(in, nullptr, false);
     return !meta.is_discarded() && meta.value("zoo_format", 0) == kZooFormatVersion;
@@ -327,6 +476,8 @@ Result<ZooModel> build(const std::string& name, Progress& progress, const Cancel
         return buildFashionCnn(progress, cancel);
     if (name == "char-lstm")
         return buildCharLstm(progress, cancel);
+    if (name == "kjv-llama")
+        return buildKjvLlama(progress, cancel);
     if (const PackagedModel* p = findPackaged(name))
         return buildPackaged(*p, progress, cancel);
     return Error::usage("unknown zoo model '" + name + "' (see `bitlens-cli zoo list`)");

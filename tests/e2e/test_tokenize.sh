@@ -118,4 +118,9 @@ PY
 else
   skip "smollm2-135m golden: not built (offline? bitlens-cli zoo build smollm2-135m)"
 fi
+# kjv-llama's tokenizer, learned by BitLens from the Old Testament (text/bpe_train): the
+# tokenizer.json it wrote reads the same in the tokenizers package. Trained here, never skipped.
+corpus
+dir=$("$cli" zoo path kjv-llama --quiet | xargs dirname)
+compare_ids kjv-llama kjv-llama "$dir/tokenizer.json"
 finish
