@@ -85,6 +85,10 @@ std::optional<std::string> safetensorsLimitation(const quant::LayerConfig& c)
     if (c.smoothAlpha > 0.0)
         return std::string("SmoothQuant's per-channel input divisor has no place in "
                            "compressed-tensors (export it to ONNX instead)");
+    if (c.method == quant::LayerConfig::Method::Awq)
+        return std::string("AWQ's per-channel input scale is folded into the op before each "
+                           "layer by AutoAWQ, which BitLens does not do yet; it has no place in "
+                           "compressed-tensors (export it to ONNX instead, where it is a Div)");
     return std::nullopt;
 }
 

@@ -175,8 +175,9 @@ Result<LayerOut> exportLayer(const ir::Node& node,
     const auto& traits = quant::traits(w.type);
     const std::string where = "layer '" + lq.layer + "'";
     if (lq.smooth.defined())
-        return Error::unsupported({}, where + " uses SmoothQuant: its per-channel input divisor "
-                                          "has no place in the compressed-tensors layout");
+        return Error::unsupported({}, where + (lq.method == "awq" ? " uses AWQ" : " uses SmoothQuant") +
+                                          ": its per-channel input divisor has no place in the "
+                                          "compressed-tensors layout (export it to ONNX instead)");
     LayerOut lo;
     if (!quant::codeSource(lq).defined())
         return Error::runtime(where + " holds no weight to export");

@@ -1,5 +1,6 @@
 #include "quant/engine.h"
 
+#include "quant/awq.h"
 #include "quant/gptq.h"
 
 #include "exec/sequence_ops.h"
@@ -70,6 +71,21 @@ at::Tensor channelAbsMax(const ir::Node& node, const at::Tensor& x)
 /// group with symmetric explicit padding through im2col.
 std::string gptqUnsupported(const ir::Node& node, const LayerConfig& c)
 {
+    if (c.method == LayerConfig::Method::Awq) {
+        // AWQ divides the layer's input by a per-channel scale: Linear / MatMul inputs only,
+        // in groups that divide the row (its duo scaling and clipping work group by group).
+        if (isRecurrent(node))
+            return "AWQ does not run on LSTM / GRU weights";
+        if (c.ggmlType)
+            return "AWQ does not run on ggml block types";
+        if (traits(c.weightType).family == TypeFamily::Float)
+            return "AWQ rounds to a grid; " + std::string(traits(c.weightType).name) + " is a cast";
+        if (node.op == ir::OpKind::Conv)
+            return "AWQ runs on Linear / MatMul layers, not convolutions";
+        if (node.op == ir::OpKind::Gemm && node.attrs.getInt("transA", 0) != 0)
+            return "AWQ does not run on a Gemm with transA = 1";
+        return {};
+    }
     if (isRecurrent(node))
         return "GPTQ does not run on LSTM / GRU weights";
     if (c.ggmlType)
@@ -157,7 +173,8 @@ at::Tensor fakeQuantAct(const at::Tensor& x, const QParams& qp)
 
 Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight,
                                   const LayerConfig& config, const at::Tensor& smooth,
-                                  const at::Tensor& hessian = at::Tensor())
+                                  const at::Tensor& hessian = at::Tensor(),
+                                  const at::Tensor& xMean = at::Tensor())
 {
     // NaN or Inf in a weight would become a NaN (or an infinite) scale and quantize the whole
     // block to garbage without a word: refuse, naming the layer and the first bad element.
@@ -241,7 +258,43 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
         lq.weight.scale = doubleQuantizeAbsmax(absmax).absmax;
     }
     lq.weightFq = weightUnview(node, fakeQuantize(view, lq.weight), weight).contiguous();
-    if (hessian.defined()) {
+    if (hessian.defined() && config.method == LayerConfig::Method::Awq) {
+        AwqOptions options;
+        options.clip = config.awqClip;
+        const std::int64_t groupSize =
+            g.kind == Granularity::Kind::PerGroup ? g.groupSize : view.size(1);
+        // AutoAWQ leaves the query and key projections unclipped: attention scores are
+        // sensitive to their range.
+        const bool queryOrKey = node.name.find("q_proj") != std::string::npos ||
+                                node.name.find("k_proj") != std::string::npos ||
+                                node.name.find("query") != std::string::npos ||
+                                node.name.find("key") != std::string::npos;
+        if (queryOrKey)
+            options.clip = false;
+        if (view.size(1) % groupSize != 0) {
+            lq.note += (lq.note.empty() ? "" : "; ") +
+                       std::string("AWQ needs groups that divide the row; rounded to nearest");
+        } else {
+            auto awq = awqQuantize(view, hessian, xMean, config.weightType,
+                                   config.weightSymmetric, g, config.reduceRange, options);
+            if (!awq)
+                return Error{awq.error().code, "layer '" + node.name + "': " + awq.error().message,
+                             {}, std::nullopt};
+            lq.methodLossRtn = awq->lossRtn;
+            lq.methodLoss = awq->loss;
+            lq.smooth = awq->scales.to(weight.device());
+            lq.weightFloat = weight * channelShapeForWeight(node, lq.smooth, weight);
+            lq.weight = awq->params;
+            lq.weight.reduceRange = config.reduceRange;
+            lq.weightFq = weightUnview(node, awq->weight.to(weight.device()), weight).contiguous();
+            lq.method = "awq";
+            lq.codesFromFq = true;
+            char ratio[32];
+            std::snprintf(ratio, sizeof ratio, "%.2f", awq->ratio);
+            lq.note += (lq.note.empty() ? "" : "; ") + std::string("AWQ scale ratio ") + ratio +
+                       (options.clip ? ", groups clipped" : queryOrKey ? ", not clipped (query / key)" : "");
+        }
+    } else if (hessian.defined()) {
         GptqOptions options;
         options.damp = config.gptqDamp;
         options.actOrder = config.gptqActOrder;
@@ -291,9 +344,18 @@ public:
         const LayerConfig& c = it->second;
         at::Tensor x = inputs[0];
         if (m_pass == Pass::Hessian) {
-            if (c.method == LayerConfig::Method::Gptq && gptqUnsupported(node, c).empty() &&
-                inputs.size() > 1)
-                m_hessians[node.name].add(gptqRows(node, x, inputs[1]));
+            if (c.method != LayerConfig::Method::Rtn && gptqUnsupported(node, c).empty() &&
+                inputs.size() > 1) {
+                const at::Tensor rows = gptqRows(node, x, inputs[1]);
+                m_hessians[node.name].add(rows);
+                if (c.method == LayerConfig::Method::Awq) {
+                    // AWQ's activation statistic: mean |x| of each input channel.
+                    auto& [sum, count] = m_absSum[node.name];
+                    const at::Tensor s = rows.abs().to(at::kDouble).sum(0).to(at::kCPU);
+                    sum = sum.defined() ? sum + s : s;
+                    count += rows.size(0);
+                }
+            }
             return;
         }
         if (m_pass == Pass::ChannelAbsMax) {
@@ -330,6 +392,7 @@ public:
     std::set<std::string> m_skip;  ///< layers taken from an earlier prepare
     std::map<std::string, at::Tensor> m_channelMax;
     std::map<std::string, HessianAccumulator> m_hessians;
+    std::map<std::string, std::pair<at::Tensor, std::int64_t>> m_absSum;  ///< AWQ: sum |x|, rows
     std::map<std::string, std::unique_ptr<Observer>> m_observers;
     std::optional<Error> m_error;
 };
@@ -567,7 +630,7 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                     continue;
                 const bool calibrated =
                     !c.keepFloat && (c.actMode == ActMode::Static || c.smoothAlpha > 0.0 ||
-                                     c.method == LayerConfig::Method::Gptq);
+                                     c.method != LayerConfig::Method::Rtn);
                 if (calibrated && reuse->calibSamples != calibCount)
                     continue;
                 reused.insert(name);
@@ -583,7 +646,7 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         for (const auto& [name, c] : model.plan.layers) {
             const bool isStatic = !c.keepFloat && c.actMode == ActMode::Static;
             const bool isSmoothed = !c.keepFloat && c.smoothAlpha > 0.0;
-            const bool isGptq = !c.keepFloat && c.method == LayerConfig::Method::Gptq;
+            const bool isGptq = !c.keepFloat && c.method != LayerConfig::Method::Rtn;
             anyCalibrated = anyCalibrated || isStatic || isSmoothed || isGptq;
             if (reused.count(name))
                 continue;
@@ -606,7 +669,12 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
             if (!calibInputs.defined() || calibInputs.size(0) == 0)
                 return Error::usage("scheme " + scheme.preset +
                                     (needsHessians && !needsCalibration && !needsSmoothing
-                                         ? " with method=gptq reads each layer's inputs"
+                                         ? std::string(" with method=") +
+                                               (scheme.config.method ==
+                                                        LayerConfig::Method::Awq
+                                                    ? "awq"
+                                                    : "gptq") +
+                                               " reads each layer's inputs"
                                          : " calibrates activations") +
                                     ": give calibration data (--calib)");
             calib = calibInputs.slice(0, 0, calibCount);
@@ -614,11 +682,11 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         // GPTQ holds one Hessian [in, in] per layer until the weights are rounded.
         constexpr std::int64_t kHessianBudget = std::int64_t{8} << 30;
         if (hessianBytes > kHessianBudget)
-            return Error::unsupported({}, "GPTQ would hold " +
+            return Error::unsupported({}, "GPTQ / AWQ would hold " +
                                               std::to_string(hessianBytes >> 20) +
                                               " MiB of Hessians at once (budget " +
                                               std::to_string(kHessianBudget >> 20) +
-                                              " MiB); quantize fewer layers with method=gptq "
+                                              " MiB); quantize fewer layers with this method "
                                               "(per-layer overrides)");
         if (anyCalibrated)
             model.calibSamples = calibCount;
@@ -648,14 +716,20 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
             }
         }
 
-        // Pass 1b (GPTQ only): each layer's Hessian 2/N X^T X of its float inputs.
+        // Pass 1b (GPTQ, AWQ): each layer's Hessian 2/N X^T X of its float inputs (and, for
+        // AWQ, the mean |x| of each input channel).
         std::map<std::string, HessianAccumulator> hessians;
+        std::map<std::string, at::Tensor> inputAbsMean;
         if (needsHessians) {
             auto hook = std::make_shared<CalibrationHook>(model, CalibrationHook::Pass::Hessian,
                                                           reused);
             if (auto r = calibrate(model, calib, *hook, hook, progress, 0.0, 0.3, cancel); !r)
                 return r.error();
             hessians = std::move(hook->m_hessians);
+            for (const auto& [name, acc] : hook->m_absSum)
+                inputAbsMean[name] =
+                    (acc.first / static_cast<double>(std::max<std::int64_t>(acc.second, 1)))
+                        .to(at::kFloat);
         }
         std::size_t gptqDone = 0;
 
@@ -702,20 +776,24 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                     return Error::cancelled();
                 progress.report(0.3 + 0.7 * static_cast<double>(gptqDone) /
                                           static_cast<double>(hessians.size()),
-                                "GPTQ " + node.name);
+                                (it->second.method == LayerConfig::Method::Awq ? "AWQ " : "GPTQ ") + node.name);
                 ++gptqDone;
             }
             auto lq = quantizeWeight(node, w, it->second,
                                      sIt == smooth.end() ? at::Tensor() : sIt->second,
                                      hIt == hessians.end() ? at::Tensor()
-                                                           : hIt->second.hessian());
+                                                           : hIt->second.hessian(),
+                                     inputAbsMean.count(node.name) ? inputAbsMean.at(node.name)
+                                                                   : at::Tensor());
             if (!lq)
                 return lq.error();
-            if (it->second.method == LayerConfig::Method::Gptq && lq->method != "gptq") {
+            const bool awq = it->second.method == LayerConfig::Method::Awq;
+            if (it->second.method != LayerConfig::Method::Rtn && lq->method == "rtn" &&
+                lq->note.find("rounded to nearest") == std::string::npos) {
                 const std::string why = gptqUnsupported(node, it->second);
                 lq->note += (lq->note.empty() ? "" : "; ") +
-                            (why.empty() ? std::string("GPTQ had no calibration input for this "
-                                                       "layer")
+                            (why.empty() ? std::string(awq ? "AWQ" : "GPTQ") +
+                                               " had no calibration input for this layer"
                                          : why) +
                             "; rounded to nearest";
             }

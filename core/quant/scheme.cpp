@@ -300,8 +300,15 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             c.method = LayerConfig::Method::Rtn;
         else if (value == "gptq")
             c.method = LayerConfig::Method::Gptq;
+        else if (value == "awq")
+            c.method = LayerConfig::Method::Awq;
         else
-            return Error::usage("option method takes rtn or gptq, not '" + value + "'");
+            return Error::usage("option method takes rtn, gptq or awq, not '" + value + "'");
+    } else if (key == "awq-clip") {
+        auto b = parseBool(key, value);
+        if (!b)
+            return b.error();
+        c.awqClip = *b;
     } else if (key == "damp") {
         auto n = parseNumber(key, value);
         if (!n)
@@ -418,8 +425,10 @@ Result<void> checkBlockFormats(Scheme& scheme)
             return Error::usage(std::string(w.name) + " weights are quantized in blocks of " +
                                 std::to_string(w.blockSize) + " along their inputs; scheme " +
                                 scheme.spec + " asks for " + c.weightGranularity.describe());
-        if (c.method == LayerConfig::Method::Gptq)
-            return Error::usage("option method=gptq does not combine with " +
+        if (c.method != LayerConfig::Method::Rtn)
+            return Error::usage(std::string("option method=") +
+                                (c.method == LayerConfig::Method::Gptq ? "gptq" : "awq") +
+                                " does not combine with " +
                                 std::string(w.name) + " weights (a block format); scheme " +
                                 scheme.preset);
         if (scheme.qat)
@@ -486,15 +495,18 @@ Result<Scheme> parseInline(const std::string& spec)
     // w4-nf4:weight=int4 leaves the preset's NF4 double quantization behind; asking for it on
     // another type is an error. GPTQ picks codes with the float32 scales, so it drops the
     // preset's double quantization too.
-    const bool gptq = scheme->config.method == LayerConfig::Method::Gptq;
+    const bool byMethod = scheme->config.method != LayerConfig::Method::Rtn;  // GPTQ or AWQ
+    const char* methodName = scheme->config.method == LayerConfig::Method::Awq ? "awq" : "gptq";
     if (scheme->config.doubleQuant && !doubleQuantAsked &&
-        (scheme->config.weightType != QuantType::NF4 || gptq))
+        (scheme->config.weightType != QuantType::NF4 || byMethod))
         scheme->config.doubleQuant = false;
-    if (gptq) {
+    if (byMethod) {
         const LayerConfig& c = scheme->config;
         std::string refusal;
         if (c.doubleQuant)
-            refusal = "double quantization (GPTQ rounds with the float32 absmax)";
+            refusal = std::string("double quantization (") +
+                      (methodName[0] == 'a' ? "AWQ" : "GPTQ") +
+                      " rounds with the float32 absmax)";
         else if (traits(c.weightType).family == TypeFamily::Float)
             refusal = std::string(traits(c.weightType).name) + " weights (a cast, no grid)";
         else if (scheme->qat)
@@ -502,11 +514,14 @@ Result<Scheme> parseInline(const std::string& spec)
         else if (c.smoothAlpha > 0.0 || c.outlierThreshold > 0.0)
             refusal = "SmoothQuant / LLM.int8() (their own treatment of the inputs)";
         if (!refusal.empty())
-            return Error::usage("option method=gptq does not combine with " + refusal +
-                                "; scheme " + scheme->preset);
-    } else if (hasGptqOptions(scheme->config)) {
-        return Error::usage("options damp and act-order belong to method=gptq");
+            return Error::usage(std::string("option method=") + methodName +
+                                " does not combine with " + refusal + "; scheme " +
+                                scheme->preset);
     }
+    if (scheme->config.method != LayerConfig::Method::Gptq && hasGptqOptions(scheme->config))
+        return Error::usage("options damp and act-order belong to method=gptq");
+    if (scheme->config.method != LayerConfig::Method::Awq && !scheme->config.awqClip)
+        return Error::usage("option awq-clip belongs to method=awq");
     if (auto r = checkBlockFormats(*scheme); !r)
         return r.error();
     if (scheme->config.doubleQuant && scheme->config.weightType != QuantType::NF4)
@@ -596,6 +611,9 @@ json configToJson(const LayerConfig& c)
         j["method"] = "gptq";
         j["damp"] = c.gptqDamp;
         j["act_order"] = c.gptqActOrder;
+    } else if (c.method == LayerConfig::Method::Awq) {
+        j["method"] = "awq";
+        j["awq_clip"] = c.awqClip;
     }
     if (c.reduceRange)
         j["reduce_range"] = true;
@@ -628,7 +646,8 @@ std::string LayerConfig::describe() const
         text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym") +
                 (reduceRange ? " 7-bit" : "") +
                 (method == Method::Gptq ? (gptqActOrder ? " gptq act-order" : " gptq")
-                                        : "");
+                 : method == Method::Awq ? (awqClip ? " awq" : " awq no-clip")
+                                         : "");
     if (actMode == ActMode::Float)
         return text + " / float acts";
     text += " / " + std::string(traits(actType).name) + " " + actModeName(actMode);

@@ -56,8 +56,12 @@ struct LayerConfig {
     /// the mean Hessian diagonal added to it, 0.01), act-order= (columns in order of falling
     /// Hessian diagonal), static-groups= (group scales from the weight before any update;
     /// act-order with groups implies it).
-    enum class Method { Rtn, Gptq };
+    /// Or by AWQ (method=awq: a per-input-channel scale searched from the calibration
+    /// activations, then a clipping range per group; core/quant/awq.h). AWQ option: awq-clip=
+    /// (search the clipping range, true).
+    enum class Method { Rtn, Gptq, Awq };
     Method method = Method::Rtn;
+    bool awqClip = true;
     double gptqDamp = 0.01;
     bool gptqActOrder = false;
     bool gptqStaticGroups = false;
