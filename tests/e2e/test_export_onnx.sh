@@ -18,22 +18,24 @@ if ! "$py" -c "import onnxruntime" 2> /dev/null; then
   exit 1
 fi
 
-for scheme in static-int8 dynamic-int8 w4-int4; do
-  out="$tmp/$scheme.onnx"
+# w4-int4:method=awq: AWQ's per-channel input scale travels as a Div before each dense layer.
+for scheme in static-int8 dynamic-int8 w4-int4 w4-int4:method=awq; do
+  f=${scheme//[:=]/_}
+  out="$tmp/$f.onnx"
   # The full analysis (--report) for static-int8, the issue's must-hold; the others compare
   # with verify's in-app metric, the same computation as the report's metric.quantized.
   extra=()
   [ $scheme = static-int8 ] && extra=(--report "$tmp/report.json")
   check "export-$scheme" 0 "$cli" export fashion-cnn --scheme $scheme --format onnx --out "$out" \
     --verify --limit $limit --json "${extra[@]}"
-  cp "$tmp/out" "$tmp/$scheme.json"
+  cp "$tmp/out" "$tmp/$f.json"
   # 8-bit int8 weights with u8 activations: the note on onnxruntime's saturation without VNNI.
   case $scheme in
     static-int8|dynamic-int8)
       expect "export-$scheme-advice" grep -q "note: onnxruntime's u8 x s8 kernels .*reduce-range=true" "$tmp/err" ;;
     *) expect "export-$scheme-no-advice" test -z "$(grep '^note: onnxruntime' "$tmp/err")" ;;
   esac
-  expect "export-$scheme-json" report "$tmp/$scheme.json" "
+  expect "export-$scheme-json" report "$tmp/$f.json" "
 e=d; v=e['verify']
 assert e['format']=='onnx' and e['path']=='$out' and e['bytes']>0, e
 assert v['ok'] and v['weights_mismatched']==0 and v['samples']==$limit, v
@@ -46,7 +48,7 @@ assert e['bytes'] < 0.3*1687720, e['bytes']
   # Without VNNI, MLAS's fused u8 x s8 kernels can saturate (measured on an AVX2 EPYC: 0.3
   # points of top-1 on 10k images); with it they are exact up to requantization rounding.
   tol=$("$py" -c "import sys; sys.path.insert(0, '$(dirname "$ort")'); import ort_check; print(0.002 if ort_check.has_vnni() else 0.006)")
-  expect "ort-top1-$scheme" report "$tmp/$scheme.json" "
+  expect "ort-top1-$scheme" report "$tmp/$f.json" "
 q=d['verify']['metric_app']; o=float('$ort_top1')
 assert abs(o-q) <= $tol, ('onnxruntime top-1', o, 'BitLens', q, 'tolerance', $tol)
 "
@@ -56,14 +58,14 @@ assert abs(o-q) <= $tol, ('onnxruntime top-1', o, 'BitLens', q, 'tolerance', $to
   # the logits by exactly what those flips give; ORT's fused integer kernels are held to a
   # bound that depends on the CPU (VNNI or 16-bit saturation).
   "$py" "$ort" batch "$out" $data/t10k-images-idx3-ubyte.gz 64 "$tmp/ort" "$tmp/x.npy"
-  "$py" "$ort" probe "$out" "$tmp/probe-$scheme.onnx"
-  check "run-$scheme" 0 "$cli" run "$tmp/probe-$scheme.onnx" --input "$tmp/x.npy" \
-    --out "$tmp/run-$scheme"
-  check "ort-vs-bitlens-$scheme" 0 "$py" "$ort" agree "$tmp/probe-$scheme.onnx" "$tmp/x.npy" \
-    "$tmp/run-$scheme"
+  "$py" "$ort" probe "$out" "$tmp/probe-$f.onnx"
+  check "run-$scheme" 0 "$cli" run "$tmp/probe-$f.onnx" --input "$tmp/x.npy" \
+    --out "$tmp/run-$f"
+  check "ort-vs-bitlens-$scheme" 0 "$py" "$ort" agree "$tmp/probe-$f.onnx" "$tmp/x.npy" \
+    "$tmp/run-$f"
   cat "$tmp/out"
   check "ort-optimized-vs-bitlens-$scheme" 0 "$py" "$ort" optimized "$out" "$tmp/x.npy" \
-    "$tmp/run-$scheme/logits.npy"
+    "$tmp/run-$f/logits.npy"
   cat "$tmp/out"
 done
 

@@ -5,7 +5,7 @@
 # AutoTokenizer) with no missing or unexpected weight; its logits on New Testament windows equal
 # BitLens's `run` within 1e-4 of the largest logit; its perplexity over the windows BitLens's
 # `eval` scores equals BitLens's; and it has learned the language (held-out perplexity far below
-# the 2048-token vocabulary, and below a unigram model of the same text).
+# the 2048-token vocabulary, and below a unigram model of the same text). Then AWQ on it.
 # Usage: test_kjv_llama.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -87,4 +87,19 @@ print(f"unigram perplexity of the same tokens: {unigram:.1f}")
 assert ppl < 0.5 * unigram, (ppl, unigram)
 PY
 cat "$tmp/out"
+
+# AWQ on the float LM (method=awq): every quantized projection reports its method and a layer
+# output error below round-to-nearest's; the compressed-tensors export refuses it (the input
+# scale has no place there), leaving nothing behind.
+check quantize-awq 0 "$cli" quantize kjv-llama --scheme w4-int4:group=128,method=awq --limit 4 \
+  --report "$tmp/awq.json"
+expect awq-layers report "$tmp/awq.json" "
+ls = [l for l in d['layers'] if l.get('method')]
+assert len(ls) == 28 and all(l['method']['name'] == 'awq' for l in ls), [l.get('method') for l in d['layers']]
+assert all(l['method']['loss'] < l['method']['loss_rtn'] for l in ls), [l['method'] for l in ls]
+assert all('AWQ scale ratio' in l['note'] for l in ls), [l['note'] for l in ls]"
+check export-awq-safetensors 4 "$cli" export kjv-llama --scheme w4-int4:method=awq \
+  --format safetensors --out "$tmp/awq-folder" --limit 2
+expect export-awq-message grep -q "AWQ's per-channel input scale" "$tmp/err"
+expect export-awq-nothing-left test ! -e "$tmp/awq-folder"
 finish
