@@ -41,8 +41,8 @@ int cmdInfo(const Args& args)
         json layers = json::array();
         for (const auto& l : s.layers) {
             json inShapes = json::array();
-            for (const auto& shape : l.inputShapes)
-                inShapes.push_back(shapeJson(shape));
+            for (const auto& dims : l.inputShapes)
+                inShapes.push_back(shapeJson(dims));
             layers.push_back({{"name", l.name}, {"op", l.op}, {"params", l.params},
                               {"bytes", l.bytes}, {"input_shapes", inShapes},
                               {"output_shape", shapeJson(l.outputShape)}});
