@@ -13,8 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <limits>
 #include <map>
 #include <optional>
@@ -415,6 +417,27 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
             }
         }
         summary.tensors = static_cast<std::int64_t>(plan.size());
+        // Scaled rope (Llama 3.1's rope_scaling, or a source GGUF's own factors): llama.cpp
+        // divides each rotary frequency by rope_freqs.weight, as its converter writes it.
+        if (const at::Tensor* inv = g.initializer("rotary.inv_freq")) {
+            const double theta = h.number("llama.rope.freq_base");
+            const at::Tensor plain = at::reciprocal(at::pow(
+                theta, at::arange(0, headDim, 2, at::TensorOptions().dtype(at::kLong))
+                               .to(at::kFloat) /
+                           static_cast<double>(headDim)));
+            const at::Tensor used = inv->to(at::kCPU, at::kFloat).reshape({-1});
+            if (used.numel() == plain.numel() && !at::equal(plain, used)) {
+                // A reader divides by the factor (plain / factor), which cannot give every
+                // float32 frequency back exactly: verification allows for that rounding.
+                const at::Tensor factors = (plain / used).contiguous();
+                if (auto r = writer.addTensor("rope_freqs.weight", factors, GgmlType::F32);
+                    !r)
+                    return r.error();
+                ++summary.tensors;
+                summary.notes.push_back("rope_freqs.weight: the model's scaled rotary "
+                                        "frequencies, as llama.cpp reads Llama 3.1's");
+            }
+        }
         // The last chance to stop: after this the temporary file is renamed into place whole.
         if (cancel.cancelled())
             return Error::cancelled();
@@ -457,6 +480,7 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             fileNodes[n.name] = &n;
         std::int64_t otherChecked = 0;
         std::int64_t otherMismatches = 0;
+        bool ropeRounded = false;
         for (const auto& node : model.graph.nodes) {
             auto fn = fileNodes.find(node.name);
             auto lq = model.layers.find(node.name);
@@ -470,9 +494,18 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
                         ? file.initializer(fn->second->inputs[i])
                         : nullptr;
                 const at::Tensor expected = quantized && i == 1 ? lq->second.weightFq : *mine;
-                const bool same = theirs && theirs->sizes() == expected.sizes() &&
-                                  theirs->scalar_type() == expected.scalar_type() &&
-                                  at::equal(theirs->to(at::kCPU), expected.to(at::kCPU));
+                bool same = theirs && theirs->sizes() == expected.sizes() &&
+                            theirs->scalar_type() == expected.scalar_type() &&
+                            at::equal(theirs->to(at::kCPU), expected.to(at::kCPU));
+                // Scaled rotary frequencies travel as rope_freqs.weight factors, which the
+                // reader divides by: equal within float32 rounding, not bit for bit.
+                if (!same && theirs && node.inputs[i] == "rotary.inv_freq" &&
+                    theirs->sizes() == expected.sizes() &&
+                    at::allclose(theirs->to(at::kCPU, at::kFloat),
+                                 expected.to(at::kCPU, at::kFloat), 1e-6, 0.0)) {
+                    same = true;
+                    ropeRounded = true;
+                }
                 if (quantized && i == 1) {
                     ++result.weightsChecked;
                     result.weightsMismatched += same ? 0 : 1;
@@ -495,7 +528,8 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             return r.error();
         const std::int64_t n = result.samples;
         result.sameRoundingTolerance =
-            options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
+            options.device.is_cpu() && !ropeRounded ? 0.0
+                                                    : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
                     result.maxAbsDiff <= result.sameRoundingTolerance;
         result.message =
@@ -507,7 +541,10 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             " running the model from the file (" +
             (result.sameRoundingTolerance == 0.0 ? std::string("must be 0")
                                                  : "tolerance " + fmt(result.sameRoundingTolerance)) +
-            "; outputs up to " + fmt(result.outputAbsMax) + ")";
+            "; outputs up to " + fmt(result.outputAbsMax) + ")" +
+            (ropeRounded ? "; the rotary frequencies, stored as rope_freqs.weight factors, "
+                           "read back within float32 rounding"
+                         : "");
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),

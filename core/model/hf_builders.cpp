@@ -540,6 +540,9 @@ struct RopeSpec {
     double lowFreqFactor = 1.0;
     double highFreqFactor = 4.0;
     double originalMaxPos = 8192.0;
+    /// llama.cpp's rope_freqs.weight [hd / 2]: each frequency divided by its factor (what its
+    /// converter writes for Llama 3.1's scaling); undefined: none.
+    at::Tensor factors;
 };
 
 /// inv_freq [hd / 2] as transformers computes it, in float32: 1 / theta^(2i / hd), scaled.
@@ -565,6 +568,8 @@ at::Tensor inverseFrequencies(const RopeSpec& r, std::int64_t hd)
         const at::Tensor medium = (wavelen >= highWavelen).logical_and(wavelen <= lowWavelen);
         invFreq = at::where(medium, smoothed, scaled);
     }
+    if (r.factors.defined())
+        invFreq = invFreq / r.factors.to(at::kFloat);
     return invFreq;
 }
 
@@ -1165,9 +1170,21 @@ Result<ir::Graph> buildLlamaFromGguf(const nlohmann::json& hparams,
         s.rope.theta = h.number("llama.rope.freq_base", 10000.0);
         s.maxPos = h.integer("llama.context_length", 2048);
         s.tied = true;  // llama.cpp reads token_embd when there is no output.weight
-        if (weights.count("rope_freqs.weight") != 0)
-            throw BuildError{Error::unsupported(path, "scaled rope (rope_freqs.weight) is not "
-                                                      "supported")};
+        if (auto f = weights.find("rope_freqs.weight"); f != weights.end()) {
+            // Llama 3.1 GGUFs: llama.cpp divides each rotary frequency by its factor.
+            const at::Tensor& t = f->second;
+            if (!t.defined() || t.numel() != s.headDim / 2 || !t.is_floating_point())
+                throw BuildError{Error::badInput(
+                    path, "tensor 'rope_freqs.weight' has shape " +
+                              (t.defined() ? shapeText(t.sizes()) : std::string("(none)")) +
+                              ", expected [" + str(s.headDim / 2) + "] (one factor per rotary "
+                              "frequency)")};
+            const at::Tensor factors = t.to(at::kFloat).reshape({s.headDim / 2}).contiguous();
+            if (!(factors > 0).all().item<bool>() || !at::isfinite(factors).all().item<bool>())
+                throw BuildError{Error::badInput(path, "tensor 'rope_freqs.weight' holds a "
+                                                       "factor that is not a positive number")};
+            s.rope.factors = factors;
+        }
         auto need = [&](const std::string& name) -> const at::Tensor& {
             auto it = weights.find(name);
             if (it == weights.end() || !it->second.defined())

@@ -3,7 +3,9 @@ test_export_llamacpp.sh): DIR/hf/{config.json, model.safetensors, tokenizer.json
 hidden 256, grouped-query attention 4/2 heads, tied head, the test BPE vocabulary), DIR/text.txt
 (a short text to calibrate and evaluate on) and DIR/allfloat.json (a scheme file that keeps every
 layer float, so a GGUF export of it writes BitLens's float weights as F32).
-Usage: make_tiny_llama.py DIR TOKENIZER.json [--seed N] [--qk-scale S]"""
+With --llama3-rope the config carries Llama 3.1's rope scaling (factor 8, original context 32:
+short, blended and stretched frequencies all occur in head size 64).
+Usage: make_tiny_llama.py DIR TOKENIZER.json [--seed N] [--qk-scale S] [--llama3-rope]"""
 import argparse
 import json
 import os
@@ -18,6 +20,7 @@ p.add_argument("tokenizer")
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--qk-scale", type=float, default=0.05,
                help="std of the q / k projections (larger: sharper attention)")
+p.add_argument("--llama3-rope", action="store_true")
 a = p.parse_args()
 os.makedirs(a.dir + "/hf", exist_ok=True)
 shutil.copy(a.tokenizer, a.dir + "/hf/tokenizer.json")
@@ -28,6 +31,9 @@ cfg = dict(model_type="llama", hidden_size=hidden, intermediate_size=inter,
            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
            vocab_size=vocab, max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0,
            tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, hidden_act="silu")
+if a.llama3_rope:
+    cfg["rope_scaling"] = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                               high_freq_factor=4.0, original_max_position_embeddings=32)
 json.dump(cfg, open(a.dir + "/hf/config.json", "w"))
 rng = np.random.default_rng(a.seed)
 r = lambda *s, k=0.05: (rng.standard_normal(s) * k).astype(np.float32)

@@ -70,6 +70,28 @@ diff, top = np.abs(l - f).max(), np.abs(f).max()
 print(f"F32 export: max |llama.cpp - BitLens float| {diff:.3g} of max |logit| {top:.3g}")
 assert diff <= 1e-4 * top, (diff, top)
 PY
+# Llama 3.1's rope scaling travels as rope_freqs.weight (what llama.cpp's converter writes):
+# llama.cpp reading BitLens's F32 export gives BitLens's float logits, 48 positions deep (past
+# the original context of 32, where the stretched frequencies matter).
+"$py" "$here/make_tiny_llama.py" "$tmp/l31" "$data/text/bpe_smollm.json" --seed 2 --qk-scale 0.1 \
+  --llama3-rope
+check l31-float 0 "$cli" run "$tmp/l31/hf" --input "$tmp/ids2d.npy" --out "$tmp/l31/float"
+check l31-export-f32 0 "$cli" export "$tmp/l31/hf" --scheme "$tmp/l31/allfloat.json" --format gguf \
+  --out "$tmp/l31.gguf" --eval "$tmp/l31/text.txt" --seq-len 32 --limit 2 --verify --json
+expect l31-rope-freqs report "$tmp/out" "
+assert d['verify']['ok'], d['verify']
+assert any('rope_freqs.weight' in n for n in d['notes']), d['notes']"
+check l31-llamacpp 0 "$py" "$lcp" logits "$tmp/l31.gguf" "$tmp/ids.npy" "$tmp/l31.llama.npy" --kv-f32
+expect l31-agree "$py" - "$tmp" <<'PY'
+import glob, sys
+import numpy as np
+d = sys.argv[1]
+f = np.load(glob.glob(f"{d}/l31/float/*.npy")[0]).reshape(48, -1)
+l = np.load(f"{d}/l31.llama.npy").reshape(48, -1)
+diff, top = np.abs(l - f).max(), np.abs(f).max()
+print(f"Llama 3.1 rope, F32 export: max |llama.cpp - BitLens float| {diff:.3g} of max |logit| {top:.3g}")
+assert diff <= 1e-4 * top, (diff, top)
+PY
 # mxfp4-w: ggml's MXFP4 blocks, which llama.cpp's CPU backend multiplies against Q8-quantized
 # activations (its vec_dot for MXFP4), so the agreement is top-1, as for the other block types.
 for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-q6_k gguf-f16 mxfp4-w; do

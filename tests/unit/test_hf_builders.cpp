@@ -298,14 +298,14 @@ TEST(HfBuilders, Gpt2MatchesTransformers)
     EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")), 1e-5);
 }
 
-TEST(HfBuilders, GgufNamedLlamaMatchesTransformers)
+/// A Hugging Face llama golden as llama.cpp's converter names and lays out its tensors: q/k
+/// rows of each head reordered for interleaved rope (w.reshape(heads, 2, hd/2, in).swapaxes(1,
+/// 2)), and its hyper-parameters as GGUF keys.
+static std::pair<std::map<std::string, at::Tensor>, json> ggufLlama(const Golden& g)
 {
-    const Golden g = loadGolden("llama");
     const json& c = g.config;
     const std::int64_t heads = c["num_attention_heads"];
     const std::int64_t kvHeads = c["num_key_value_heads"];
-    // What llama.cpp's converter stores: q/k rows of each head reordered for interleaved rope
-    // (w.reshape(heads, 2, hd/2, in).swapaxes(1, 2)).
     auto permute = [](const at::Tensor& w, std::int64_t n) {
         return w.reshape({n, 2, w.size(0) / n / 2, w.size(1)}).transpose(1, 2).reshape(w.sizes())
             .contiguous();
@@ -314,7 +314,7 @@ TEST(HfBuilders, GgufNamedLlamaMatchesTransformers)
     gguf["token_embd.weight"] = g.weights.at("model.embed_tokens.weight");
     gguf["output_norm.weight"] = g.weights.at("model.norm.weight");
     gguf["output.weight"] = g.weights.at("lm_head.weight");
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < c["num_hidden_layers"].get<int>(); ++i) {
         const std::string l = "model.layers." + std::to_string(i) + ".";
         const std::string b = "blk." + std::to_string(i) + ".";
         gguf[b + "attn_norm.weight"] = g.weights.at(l + "input_layernorm.weight");
@@ -335,6 +335,13 @@ TEST(HfBuilders, GgufNamedLlamaMatchesTransformers)
                           {"llama.attention.layer_norm_rms_epsilon", c["rms_norm_eps"]},
                           {"llama.context_length", c["max_position_embeddings"]},
                           {"llama.feed_forward_length", c["intermediate_size"]}};
+    return {gguf, hparams};
+}
+
+TEST(HfBuilders, GgufNamedLlamaMatchesTransformers)
+{
+    const Golden g = loadGolden("llama");
+    auto [gguf, hparams] = ggufLlama(g);
     auto graph = model::buildLlamaFromGguf(hparams, gguf, "tiny.gguf");
     ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
     const auto out = run(*graph, {g.ref.at("input_ids")});
@@ -354,6 +361,50 @@ TEST(HfBuilders, GgufNamedLlamaMatchesTransformers)
     EXPECT_EQ(missing.error().code, ErrorCode::BadInput);
     EXPECT_NE(missing.error().message.find("'blk.1.ffn_up.weight' is missing"), std::string::npos)
         << missing.error().message;
+}
+
+TEST(HfBuilders, GgufLlama31RopeFreqsMatchTransformers)
+{
+    // A Llama 3.1 GGUF carries its rope scaling as rope_freqs.weight: one factor per rotary
+    // frequency that llama.cpp divides the frequency by. The factors as llama.cpp's converter
+    // (convert_hf_to_gguf.py, LlamaModel) derives them from rope_scaling: 1 where the
+    // wavelength is short, `factor` where long, 1 / ((1 - smooth) / factor + smooth) between.
+    const Golden g = loadGolden("llama3_rope");
+    auto [gguf, hparams] = ggufLlama(g);
+    const json& r = g.config["rope_parameters"];
+    const double theta = r["rope_theta"], factor = r["factor"], low = r["low_freq_factor"],
+                 high = r["high_freq_factor"], old = r["original_max_position_embeddings"];
+    const std::int64_t hd = g.config["head_dim"];
+    std::vector<float> factors;
+    for (std::int64_t i = 0; i < hd; i += 2) {
+        const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / static_cast<double>(hd));
+        const double wavelen = 2.0 * M_PI / freq;
+        if (wavelen < old / high)
+            factors.push_back(1.0f);
+        else if (wavelen > old / low)
+            factors.push_back(static_cast<float>(factor));
+        else {
+            const double smooth = (old / wavelen - low) / (high - low);
+            factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+        }
+    }
+    gguf["rope_freqs.weight"] = at::tensor(factors);
+    auto graph = model::buildLlamaFromGguf(hparams, gguf, "llama31.gguf");
+    ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
+    const auto out = run(*graph, {g.ref.at("input_ids")});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")), 1e-4 * g.ref.at("output").abs().max().item<float>());
+    // Without the factors the logits differ: they are what the golden's scaling needs.
+    gguf.erase("rope_freqs.weight");
+    auto plain = model::buildLlamaFromGguf(hparams, gguf, "llama31.gguf");
+    ASSERT_TRUE(plain.ok());
+    EXPECT_GT(maxAbsDiff(run(*plain, {g.ref.at("input_ids")})[0], g.ref.at("output")), 1e-3);
+    // A factor table of the wrong size is bad input naming the tensor.
+    gguf["rope_freqs.weight"] = at::ones({hd});
+    auto wrong = model::buildLlamaFromGguf(hparams, gguf, "llama31.gguf");
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_EQ(wrong.error().code, ErrorCode::BadInput);
+    EXPECT_NE(wrong.error().message.find("rope_freqs.weight"), std::string::npos);
 }
 
 TEST(HfBuilders, GraphsSurviveOnnxRoundTrip)
