@@ -175,7 +175,8 @@ Result<LayerOut> exportLayer(const ir::Node& node,
     const auto& traits = quant::traits(w.type);
     const std::string where = "layer '" + lq.layer + "'";
     if (lq.smooth.defined())
-        return Error::unsupported({}, where + (lq.method == "awq" ? " uses AWQ" : " uses SmoothQuant") +
+        return Error::unsupported({}, where +
+                                          (lq.method == "awq" ? " uses AWQ" : " uses SmoothQuant") +
                                           ": its per-channel input divisor has no place in the "
                                           "compressed-tensors layout (export it to ONNX instead)");
     LayerOut lo;

@@ -278,8 +278,9 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
             auto awq = awqQuantize(view, hessian, xMean, config.weightType,
                                    config.weightSymmetric, g, config.reduceRange, options);
             if (!awq)
-                return Error{awq.error().code, "layer '" + node.name + "': " + awq.error().message,
-                             {}, std::nullopt};
+                return Error{awq.error().code,
+                             "layer '" + node.name + "': " + awq.error().message, {},
+                             std::nullopt};
             lq.methodLossRtn = awq->lossRtn;
             lq.methodLoss = awq->loss;
             lq.smooth = awq->scales.to(weight.device());
@@ -291,8 +292,11 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
             lq.codesFromFq = true;
             char ratio[32];
             std::snprintf(ratio, sizeof ratio, "%.2f", awq->ratio);
+            const char* clipText = options.clip ? ", groups clipped"
+                                   : queryOrKey ? ", not clipped (query / key)"
+                                                : "";
             lq.note += (lq.note.empty() ? "" : "; ") + std::string("AWQ scale ratio ") + ratio +
-                       (options.clip ? ", groups clipped" : queryOrKey ? ", not clipped (query / key)" : "");
+                       clipText;
         }
     } else if (hessian.defined()) {
         GptqOptions options;
@@ -646,13 +650,13 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
         for (const auto& [name, c] : model.plan.layers) {
             const bool isStatic = !c.keepFloat && c.actMode == ActMode::Static;
             const bool isSmoothed = !c.keepFloat && c.smoothAlpha > 0.0;
-            const bool isGptq = !c.keepFloat && c.method != LayerConfig::Method::Rtn;
-            anyCalibrated = anyCalibrated || isStatic || isSmoothed || isGptq;
+            const bool byMethod = !c.keepFloat && c.method != LayerConfig::Method::Rtn;
+            anyCalibrated = anyCalibrated || isStatic || isSmoothed || byMethod;
             if (reused.count(name))
                 continue;
             needsCalibration = needsCalibration || isStatic;
             needsSmoothing = needsSmoothing || isSmoothed;
-            if (isGptq) {
+            if (byMethod) {
                 needsHessians = true;
                 for (const auto& node : model.graph.nodes) {
                     if (node.name != name || node.inputs.size() < 2)
@@ -776,7 +780,9 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                     return Error::cancelled();
                 progress.report(0.3 + 0.7 * static_cast<double>(gptqDone) /
                                           static_cast<double>(hessians.size()),
-                                (it->second.method == LayerConfig::Method::Awq ? "AWQ " : "GPTQ ") + node.name);
+                                (it->second.method == LayerConfig::Method::Awq ? "AWQ "
+                                                                               : "GPTQ ") +
+                                    node.name);
                 ++gptqDone;
             }
             auto lq = quantizeWeight(node, w, it->second,

@@ -393,7 +393,8 @@ TEST(HfBuilders, GgufLlama31RopeFreqsMatchTransformers)
     ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
     const auto out = run(*graph, {g.ref.at("input_ids")});
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")), 1e-4 * g.ref.at("output").abs().max().item<float>());
+    EXPECT_LT(maxAbsDiff(out[0], g.ref.at("output")),
+              1e-4 * g.ref.at("output").abs().max().item<float>());
     // Without the factors the logits differ: they are what the golden's scaling needs.
     gguf.erase("rope_freqs.weight");
     auto plain = model::buildLlamaFromGguf(hparams, gguf, "llama31.gguf");

@@ -51,7 +51,8 @@ TEST(BpeTrain, LearnsTheMostFrequentPairsFirstAndEncodesLosslessly)
     EXPECT_EQ((*tok)->mergeCount(), vocab->merges.size());
     text::EncodeOptions plain;
     plain.addSpecialTokens = false;
-    const std::string sample = "And God said unto the earth: light!\nNew words: qwx 1234 \xC3\xA9t\xC3\xA9";
+    const std::string sample =
+        "And God said unto the earth: light!\nNew words: qwx 1234 \xC3\xA9t\xC3\xA9";
     const auto enc = (*tok)->encode(sample, plain);
     EXPECT_EQ((*tok)->decode(enc.ids), sample);
     // Trained merges shorten the text: fewer ids than bytes on the training text.
