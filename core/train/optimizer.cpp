@@ -76,4 +76,19 @@ void Sgd::zeroGrad()
     }
 }
 
+double clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm)
+{
+    c10::NoGradGuard noGrad;
+    at::Tensor total = at::zeros({}, at::kDouble);
+    for (const auto& p : params)
+        if (p.grad().defined())
+            total = total + p.grad().to(at::kDouble).pow(2).sum();
+    const double norm = std::sqrt(total.item<double>());
+    if (std::isfinite(norm) && norm > maxNorm)
+        for (const auto& p : params)
+            if (p.grad().defined())
+                p.mutable_grad().mul_(maxNorm / (norm + 1e-6));
+    return norm;
+}
+
 } // namespace bitlens::train

@@ -31,6 +31,12 @@ private:
     long m_step = 0;
 };
 
+/// Global-norm gradient clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm of all
+/// the gradients together (float64) exceeds `maxNorm`, every gradient is scaled by
+/// maxNorm / (norm + 1e-6). Parameters without a gradient are skipped. Returns the norm before
+/// clipping (NaN or infinite gradients are left as they are and show in it).
+double clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm);
+
 /// SGD with momentum, as torch.optim.SGD (dampening 0, no Nesterov, weight_decay 0):
 /// buf = momentum * buf + grad (buf = grad on the first step), param -= lr * buf.
 class Sgd {

@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <chrono>
@@ -137,19 +136,7 @@ Result<CharLstmTraining> trainCharLstm(ir::Graph& graph, const at::Tensor& ids,
             const at::Tensor loss = at::cross_entropy_loss(
                 logits.reshape({-1, kCharLstmVocab}), targets.reshape({-1}));
             loss.backward();
-            {
-                // Global-norm gradient clipping, as torch.nn.utils.clip_grad_norm_.
-                at::NoGradGuard noGrad;
-                at::Tensor total = at::zeros({}, at::kDouble);
-                for (const auto& p : params)
-                    if (p.grad().defined())
-                        total = total + p.grad().to(at::kDouble).pow(2).sum();
-                const double norm = std::sqrt(total.item<double>());
-                if (std::isfinite(norm) && norm > recipe.clipNorm)
-                    for (const auto& p : params)
-                        if (p.grad().defined())
-                            p.mutable_grad().mul_(recipe.clipNorm / (norm + 1e-6));
-            }
+            train::clipGradNorm(params, recipe.clipNorm);
             adam.step();
             recent.push_back(loss.item<double>());
             if (recent.size() > 50)

@@ -137,18 +137,7 @@ Result<KjvLlamaTraining> trainKjvLlama(std::map<std::string, at::Tensor>& weight
             const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, recipe.vocab}),
                                                            targets.reshape({-1}));
             loss.backward();
-            {
-                at::NoGradGuard noGrad;
-                at::Tensor total = at::zeros({}, at::kDouble);
-                for (const auto& p : params)
-                    if (p.grad().defined())
-                        total = total + p.grad().to(at::kDouble).pow(2).sum();
-                const double norm = std::sqrt(total.item<double>());
-                if (std::isfinite(norm) && norm > recipe.clipNorm)
-                    for (const auto& p : params)
-                        if (p.grad().defined())
-                            p.mutable_grad().mul_(recipe.clipNorm / (norm + 1e-6));
-            }
+            train::clipGradNorm(params, recipe.clipNorm);
             adam.step();
             const double value = loss.item<double>();
             if (!std::isfinite(value))

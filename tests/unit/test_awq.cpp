@@ -6,6 +6,7 @@
 
 #include "analysis/quant_report.h"
 #include "exec/executor.h"
+#include "float_files.h"
 #include "python_oracle.h"
 #include "quant/awq.h"
 #include "quant/engine.h"
@@ -23,35 +24,13 @@
 using namespace bitlens;
 using quant::Granularity;
 using quant::QuantType;
+using test::bitsDiffer;
+using test::readFloats;
+using test::writeFloats;
 
 namespace {
 
 constexpr const char* kTestData = BITLENS_TEST_DATA;
-
-void writeFloats(const std::string& path, const at::Tensor& t)
-{
-    const at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
-              static_cast<std::streamsize>(c.numel() * sizeof(float)));
-}
-
-at::Tensor readFloats(const std::string& path, std::vector<std::int64_t> shape)
-{
-    at::Tensor t = at::empty(shape, at::kFloat);
-    std::ifstream in(path, std::ios::binary);
-    in.read(reinterpret_cast<char*>(t.data_ptr<float>()),
-            static_cast<std::streamsize>(t.numel() * sizeof(float)));
-    EXPECT_TRUE(in.good()) << path;
-    return t;
-}
-
-std::int64_t bitsDiffer(const at::Tensor& a, const at::Tensor& b)
-{
-    return at::ne(a.contiguous().view(at::kInt), b.contiguous().view(at::kInt))
-        .sum()
-        .item<std::int64_t>();
-}
 
 /// Calibration rows with a few outlier channels (what AWQ protects): every 16th input carries
 /// activations ~15x the others.

@@ -11,6 +11,7 @@
 #include "quant/engine.h"
 #include "quant/scheme.h"
 #include "temp_dir.h"
+#include "float_files.h"
 #include "python_oracle.h"
 #include "zoo/zoo.h"
 
@@ -24,6 +25,8 @@
 using namespace bitlens;
 
 namespace {
+
+using test::writeFloats;
 
 // Reads the layers listed in manifest.txt ("name rows cols dq" per line, float32 files
 // <i>.w = the float weight view and <i>.fq = BitLens's dequantized one), quantizes each weight
@@ -57,14 +60,6 @@ struct Layer {
     at::Tensor fq;      ///< BitLens's dequantized view
     bool doubleQuant;
 };
-
-void writeFloats(const std::string& path, const at::Tensor& t)
-{
-    const at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
-              static_cast<std::streamsize>(c.numel() * sizeof(float)));
-}
 
 /// The layers of `model` whose weight rows are whole blocks of 64; `skipped` names the others.
 std::vector<Layer> comparable(const quant::QuantizedModel& model, bool doubleQuant,

@@ -5,6 +5,7 @@
 // beat round-to-nearest on the output they reconstruct, and their stored codes are GPTQ's.
 
 #include "analysis/quant_report.h"
+#include "float_files.h"
 #include "python_oracle.h"
 #include "quant/engine.h"
 #include "quant/gptq.h"
@@ -22,34 +23,13 @@
 using namespace bitlens;
 using quant::Granularity;
 using quant::QuantType;
+using test::readFloats;
+using test::sameBits;
+using test::writeFloats;
 
 namespace {
 
 constexpr const char* kTestData = BITLENS_TEST_DATA;
-
-void writeFloats(const std::string& path, const at::Tensor& t)
-{
-    const at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
-              static_cast<std::streamsize>(c.numel() * sizeof(float)));
-}
-
-at::Tensor readFloats(const std::string& path, std::vector<std::int64_t> shape)
-{
-    at::Tensor t = at::empty(shape, at::kFloat);
-    std::ifstream in(path, std::ios::binary);
-    in.read(reinterpret_cast<char*>(t.data_ptr<float>()),
-            static_cast<std::streamsize>(t.numel() * sizeof(float)));
-    EXPECT_TRUE(in.good()) << path;
-    return t;
-}
-
-bool sameBits(const at::Tensor& a, const at::Tensor& b)
-{
-    return a.sizes() == b.sizes() &&
-           at::equal(a.contiguous().view(at::kInt), b.contiguous().view(at::kInt));
-}
 
 /// Calibration rows whose features are correlated (what makes GPTQ's feedback matter), with
 /// two inputs that never fire (dead columns).
