@@ -12,6 +12,8 @@
 #include <QValueAxis>
 
 #include <map>
+#include <set>
+#include <string>
 
 namespace bitlens::widgets {
 
@@ -21,6 +23,41 @@ bool isRealKernel(const QString& kernel)
 {
     return !kernel.isEmpty() && !kernel.startsWith(QLatin1String("simulated"))
            && kernel != QLatin1String("float") && !kernel.startsWith(QLatin1String("float "));
+}
+
+KernelCount kernelCount(const nlohmann::json& report)
+{
+    KernelCount count;
+    if (!report.is_object())
+        return count;
+    std::set<std::string> keptFloat;
+    const nlohmann::json* layers = nullptr;
+    if (auto it = report.find("layers"); it != report.end() && it->is_array()) {
+        layers = &*it;
+        for (const nlohmann::json& layer : *layers)
+            if (layer.is_object() && layer.value("weight_type", std::string()) == "float32")
+                keptFloat.insert(layer.value("name", std::string()));
+    }
+    if (const nlohmann::json* throughput = rj::object(report, "throughput"))
+        if (const nlohmann::json* kernels = rj::object(*throughput, "kernels")) {
+            for (auto it = kernels->begin(); it != kernels->end(); ++it) {
+                ++count.layers;
+                if (it->is_string() && isRealKernel(QString::fromStdString(it->get<std::string>()))
+                    && keptFloat.count(it.key()) == 0)
+                    ++count.real;
+            }
+            return count;
+        }
+    if (layers)
+        for (const nlohmann::json& layer : *layers) {
+            if (!layer.is_object())
+                continue;
+            ++count.layers;
+            if (!layer.value("simulated", true) &&
+                layer.value("weight_type", std::string()) != "float32")
+                ++count.real;
+        }
+    return count;
 }
 
 ThroughputChart::ThroughputChart(QWidget* parent) : ChartBase(parent)
@@ -123,9 +160,6 @@ void ThroughputChart::build(const nlohmann::json& report)
             const QString kernel = it->is_string() ? QString::fromStdString(it->get<std::string>())
                                                    : tr("unknown");
             const QString layer = QString::fromStdString(it.key());
-            ++m_kernelLayers;
-            if (isRealKernel(kernel))
-                ++m_realKernels;
             auto group = std::find_if(groups.begin(), groups.end(),
                                       [&](const auto& g) { return g.first == kernel; });
             if (group == groups.end())
@@ -136,6 +170,9 @@ void ThroughputChart::build(const nlohmann::json& report)
     }
     std::stable_partition(groups.begin(), groups.end(),
                           [](const auto& g) { return isRealKernel(g.first); });
+    const KernelCount count = kernelCount(report);
+    m_realKernels = count.real;
+    m_kernelLayers = throughput && rj::object(*throughput, "kernels") ? count.layers : 0;
     if (m_kernelLayers > 0) {
         m_kernelLines << tr("Kernels: %1 of %2 layers on a real low-bit kernel")
                              .arg(m_realKernels)

@@ -53,4 +53,14 @@ private:
 /// "simulated (fake-quant, float32)" or a layer kept in float.
 bool isRealKernel(const QString& kernel);
 
+/// How many of a report's layers ran on a real low-bit kernel: the one count the summary
+/// line, the Throughput tab and the Compare table show.
+struct KernelCount {
+    int real = 0;
+    int layers = 0;
+};
+/// From throughput.kernels, a layer kept in float32 (weight_type) never counting as real; from
+/// the layers' "simulated" flags for a report that timed nothing.
+KernelCount kernelCount(const nlohmann::json& report);
+
 } // namespace bitlens::widgets

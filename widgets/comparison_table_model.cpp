@@ -63,14 +63,11 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
                     row.samplesPerS = rj::number(*throughput, "quantized_samples_per_s");
                     row.floatSamplesPerS = rj::number(*throughput, "float_samples_per_s");
                     row.why = rj::text(*throughput, "why");
-                    if (const nlohmann::json* kernels = rj::object(*throughput, "kernels"))
-                        for (const auto& kernel : kernels->items()) {
-                            ++row.kernelLayers;
-                            if (kernel.value().is_string()
-                                && isRealKernel(QString::fromStdString(
-                                    kernel.value().get<std::string>())))
-                                ++row.realKernels;
-                        }
+                    if (rj::object(*throughput, "kernels")) {
+                        const KernelCount count = kernelCount(run);
+                        row.kernelLayers = count.layers;
+                        row.realKernels = count.real;
+                    }
                 }
                 rows.push_back(row);
             }

@@ -112,6 +112,7 @@ bool ExportController::exportableRun(QuantRequest& run, QString& spec)
         run.evalPath = m_window.m_data->classes > 0 ? m_window.m_data->path : std::string();
     }
     run.evalLimit = m_window.m_quantPanel->evalLimit();
+    run.evalTokens = m_window.m_quantPanel->evalTokens();
     spec = QString::fromStdString(report["scheme"].value("spec", run.scheme));
     return true;
 }

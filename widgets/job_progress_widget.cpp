@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QTimer>
 
 #include <cmath>
 
@@ -13,7 +14,7 @@ namespace bitlens::widgets {
 
 JobProgressWidget::JobProgressWidget(QWidget* parent)
     : QWidget(parent), m_label(new QLabel(this)), m_bar(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this))
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_tick(new QTimer(this))
 {
     setObjectName(QStringLiteral("jobProgress"));
     auto* layout = new QHBoxLayout(this);
@@ -29,6 +30,8 @@ JobProgressWidget::JobProgressWidget(QWidget* parent)
     layout->addWidget(m_bar);
     layout->addWidget(m_cancel);
     connect(m_cancel, &QPushButton::clicked, this, &JobProgressWidget::onCancelClicked);
+    m_tick->setInterval(1000);
+    connect(m_tick, &QTimer::timeout, this, &JobProgressWidget::updateLabel);
     hide();
 }
 
@@ -47,12 +50,39 @@ void JobProgressWidget::watch(JobRunner* runner)
 
 QString JobProgressWidget::text() const { return isHidden() ? QString() : m_label->text(); }
 
+namespace {
+
+QString clockText(qint64 ms)
+{
+    const qint64 s = ms / 1000;
+    return s >= 3600 ? QStringLiteral("%1:%2:%3")
+                           .arg(s / 3600)
+                           .arg((s / 60) % 60, 2, 10, QLatin1Char('0'))
+                           .arg(s % 60, 2, 10, QLatin1Char('0'))
+                     : QStringLiteral("%1:%2").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+} // namespace
+
+QString JobProgressWidget::timeText(qint64 elapsedMs, double fraction)
+{
+    const QString elapsed = tr("%1 elapsed").arg(clockText(elapsedMs));
+    if (elapsedMs < 2000 || fraction < 0.02 || fraction >= 1.0)
+        return elapsed;
+    const auto left = static_cast<qint64>(static_cast<double>(elapsedMs) * (1.0 - fraction) /
+                                          fraction);
+    return tr("%1, about %2 left").arg(elapsed, clockText(left));
+}
+
 void JobProgressWidget::onStarted(JobRunner* runner, const QString& title)
 {
     m_shown = runner;
-    m_label->setText(title);
-    m_label->setToolTip(title);
+    m_stage.clear();
+    m_fraction = -1.0;
+    m_clock.start();
+    m_tick->start();
     m_bar->setRange(0, 0); // busy until the first report
+    updateLabel();
     show();
 }
 
@@ -62,8 +92,18 @@ void JobProgressWidget::onProgress(JobRunner* runner, double fraction, const QSt
         return;
     m_bar->setRange(0, 1000);
     m_bar->setValue(static_cast<int>(std::lround(fraction * 1000.0)));
-    const QString title = runner->currentTitle();
-    m_label->setText(stage.isEmpty() ? title : tr("%1: %2").arg(title, stage));
+    m_fraction = fraction;
+    m_stage = stage;
+    updateLabel();
+}
+
+void JobProgressWidget::updateLabel()
+{
+    if (!m_shown)
+        return;
+    const QString title = m_shown->currentTitle();
+    const QString what = m_stage.isEmpty() ? title : tr("%1: %2").arg(title, m_stage);
+    m_label->setText(tr("%1 · %2").arg(what, timeText(m_clock.elapsed(), m_fraction)));
     m_label->setToolTip(m_label->text());
 }
 
@@ -81,11 +121,14 @@ void JobProgressWidget::refresh()
     for (const auto& runner : m_runners) {
         if (runner && runner->isRunning()) {
             m_shown = runner;
-            m_label->setText(runner->currentTitle());
+            m_stage.clear();
+            m_fraction = -1.0;
             m_bar->setRange(0, 0);
+            updateLabel();
             return;
         }
     }
+    m_tick->stop();
     hide();
 }
 

@@ -175,10 +175,14 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_reportView, &ReportView::sensitivityRequested, this, &MainWindow::runSensitivity);
     connect(m_reportView, &ReportView::layerSelected, this, &MainWindow::selectLayer);
     connect(m_reportView, &ReportView::historyRunSelected, this, &MainWindow::showHistoryRun);
+    connect(m_reportView, &ReportView::reportChanged, this, &MainWindow::showSchemeOfReport);
     connect(m_quantJobs, &JobRunner::started, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
         const bool exporting = m_export->ownsExport(id);
+        m_reportView->setRunning(QString());
+        if (m_reportView->isComparing())
+            m_reportView->endComparison(false, QString());
         updateQuantState();
         statusBar()->showMessage(exporting ? tr("Export cancelled; no file was written")
                                            : tr("Cancelled; the results on screen are kept"),

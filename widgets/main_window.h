@@ -233,6 +233,9 @@ private:
     void updateQuantState();
     /// The Memory line of the scheme panel for the current scheme and overrides.
     void updateMemoryForecast();
+    /// Sets the scheme panel and the layer overrides to those of the report on screen, so the
+    /// panel always shows the scheme of the run shown (a history row, an opened report).
+    void showSchemeOfReport();
     void showMetricColumns(bool shown);
     void fitLayerColumns();
     void updateLayerCount();

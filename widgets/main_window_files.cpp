@@ -121,6 +121,10 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     showMetricColumns(false);
     updateQuantState();
 
+    // The evaluation size counts what this model reads, with its default for interactivity.
+    m_quantPanel->setEvaluationFor(*m_model->model);
+    if (!m_data)
+        m_dataPanel->showData(nullptr, QString::fromStdString(m_model->zooName));
     m_layerModel->setSummary(summary);
     updateLayerCount();
     fitLayerColumns();

@@ -4,6 +4,7 @@
 #include "main_window.h"
 
 #include "export_control.h"
+#include "help_dialogs.h"
 #include "layer_table_model.h"
 #include "main_window_messages.h"
 #include "quant_job.h"
@@ -121,17 +122,14 @@ void MainWindow::createMenus()
     quantize->addAction(tr("Run &Sensitivity"), this, &MainWindow::runSensitivity);
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
+    QAction* guide = help->addAction(tr("How to &Read the Charts"), this,
+                                     [this] { showChartGuide(this); });
+    guide->setObjectName(QStringLiteral("actionChartGuide"));
+    guide->setShortcut(QKeySequence::HelpContents);
+    help->addSeparator();
     QAction* about = help->addAction(tr("&About BitLens"), this, [this] {
         // QMessageBox::about shows the application's window icon (set in app/gui/main.cpp).
-        QMessageBox::about(
-            this, tr("About BitLens"),
-            tr("<h3>BitLens %1</h3>"
-               "<p>A quantization explorer for neural networks: open a model and calibration "
-               "data, pick a scheme (int8, 4-bit, FP8, GGUF blocks...), and see per-layer "
-               "error, histograms with the quantization grid, memory and the measured "
-               "throughput of real low-bit kernels on this machine.</p>"
-               "<p>The same core runs <tt>bitlens-cli</tt>.</p>")
-                .arg(QApplication::applicationVersion().toHtmlEscaped()));
+        QMessageBox::about(this, tr("About BitLens"), aboutText());
     });
     about->setMenuRole(QAction::AboutRole);
     about->setObjectName(QStringLiteral("actionAbout"));

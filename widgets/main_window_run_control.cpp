@@ -7,6 +7,7 @@
 
 #include "export_control.h"
 #include "export_view.h"
+#include "job_progress_widget.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
 #include "main_window_messages.h"
@@ -15,8 +16,11 @@
 #include "report_view.h"
 #include "training_view.h"
 
+#include <memory>
+
 #include <QAction>
 #include <QDateTime>
+#include <QElapsedTimer>
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
@@ -44,6 +48,7 @@ bool MainWindow::prepareRun(QuantRequest& request)
         request.evalPath = m_data->classes > 0 ? m_data->path : std::string();
     }
     request.evalLimit = m_quantPanel->evalLimit();
+    request.evalTokens = m_quantPanel->evalTokens();
     QSettings().setValue(QStringLiteral("quant/scheme"), scheme);
     return true;
 }
@@ -68,6 +73,7 @@ void MainWindow::runQuantization()
         },
         [this, scheme, training, overrides = request.overrides.size()](
             Result<nlohmann::json> result) {
+            m_reportView->setRunning(QString());
             updateQuantState();
             if (training && !result)
                 m_training->finish(tr("%1: training ended without a result (%2).")
@@ -88,6 +94,8 @@ void MainWindow::runQuantization()
             statusBar()->showMessage(m_reportView->summaryText(), 10000);
             Q_EMIT reportShown();
         });
+    // After start(): starting cancels the job before, whose handler clears the running state.
+    m_reportView->setRunning(scheme);
     updateQuantState();
 }
 
@@ -102,22 +110,44 @@ void MainWindow::runComparison()
     QuantRequest request;
     if (!prepareRun(request))
         return;
+    // The table grows scheme by scheme: each finished report is posted to this thread, where
+    // it is shown only while this comparison is still the current job (its token not cancelled).
+    auto clock = std::make_shared<QElapsedTimer>();
+    clock->start();
     m_quantJobs->start(
         tr("Comparing all schemes"),
-        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
-            return bitlens::widgets::runComparison(*session, request, progress, cancel);
+        [this, session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            const auto onRun = [this, cancel](const nlohmann::json& report) {
+                if (cancel.cancelled())
+                    return;
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, cancel, report] {
+                        if (!cancel.cancelled())
+                            m_reportView->addComparisonRun(report);
+                    },
+                    Qt::QueuedConnection);
+            };
+            return bitlens::widgets::runComparison(*session, request, progress, cancel, onRun);
         },
-        [this](Result<nlohmann::json> result) {
+        [this, clock](Result<nlohmann::json> result) {
+            m_reportView->setRunning(QString());
             updateQuantState();
+            const QString elapsed = JobProgressWidget::timeText(clock->elapsed(), 1.0);
             if (!result) {
+                m_reportView->endComparison(false, elapsed);
                 onQuantFailed(result.error(), tr("Comparing all schemes"));
                 return;
             }
             m_reportView->setComparison(result.value());
+            m_reportView->endComparison(true, elapsed);
             m_reportView->addComparisonRuns(result.value(), currentModelPath());
             showResultTab(QStringLiteral("Compare"));
             Q_EMIT comparisonShown();
         });
+    m_reportView->beginComparison(comparisonSize());
+    m_reportView->setRunning(tr("a comparison of all schemes"));
+    showResultTab(QStringLiteral("Compare"));
     updateQuantState();
 }
 
@@ -134,6 +164,7 @@ void MainWindow::runSensitivity()
             return bitlens::widgets::runSensitivity(*session, request, progress, cancel);
         },
         [this, scheme](Result<nlohmann::json> result) {
+            m_reportView->setRunning(QString());
             updateQuantState();
             if (!result) {
                 onQuantFailed(result.error(), tr("Sensitivity of “%1”").arg(scheme));
@@ -143,6 +174,7 @@ void MainWindow::runSensitivity()
             showResultTab(QStringLiteral("Sensitivity"));
             Q_EMIT sensitivityShown();
         });
+    m_reportView->setRunning(tr("the sensitivity of %1").arg(scheme));
     updateQuantState();
 }
 
@@ -190,6 +222,22 @@ void MainWindow::updateMemoryForecast()
         return;
     }
     m_quantPanel->setMemoryForecast(QString::fromStdString(forecast->text), forecast->fits);
+}
+
+void MainWindow::showSchemeOfReport()
+{
+    const nlohmann::json& report = m_reportView->report();
+    if (report.is_null())
+        return;
+    auto run = runOfReport(report);
+    if (!run)
+        return;  // a report written by hand or by an older version: the panel stays as it is
+    m_quantPanel->setSchemeText(QString::fromStdString(run->scheme));
+    m_overrides.clear();
+    for (const auto& [layer, value] : run->overrides)
+        m_overrides[QString::fromStdString(layer)] = QString::fromStdString(value);
+    m_layerModel->setOverrides(m_overrides);
+    updateMemoryForecast();
 }
 
 void MainWindow::updateQuantState()

@@ -27,12 +27,18 @@ Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest
 }
 
 Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
-                                     Progress& progress, const CancelToken& cancel)
+                                     Progress& progress, const CancelToken& cancel,
+                                     const std::function<void(const nlohmann::json&)>& onRun)
 {
     if (auto ok = checkData(session, request); !ok)
         return ok.error();
-    return workspace::compare(session, request, {}, progress, cancel);
+    std::function<void(const workspace::Run&)> each;
+    if (onRun)
+        each = [&onRun](const workspace::Run& run) { onRun(run.report); };
+    return workspace::compare(session, request, {}, progress, cancel, each);
 }
+
+int comparisonSize() { return static_cast<int>(workspace::postTrainingPresets().size()); }
 
 Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
                                       Progress& progress, const CancelToken& cancel)

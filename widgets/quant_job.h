@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +35,12 @@ using ExportRequest = workspace::ExportRequest;
 Result<nlohmann::json> runQuantization(QuantSession& session, const QuantRequest& request,
                                        Progress& progress, const CancelToken& cancel);
 /// Runs every post-training preset (request.scheme and overrides ignored); {"runs": [...]}.
+/// `onRun` (may be empty) gets each scheme's report as it finishes, on the worker thread.
 Result<nlohmann::json> runComparison(QuantSession& session, const QuantRequest& request,
-                                     Progress& progress, const CancelToken& cancel);
+                                     Progress& progress, const CancelToken& cancel,
+                                     const std::function<void(const nlohmann::json&)>& onRun = {});
+/// How many schemes runComparison runs.
+int comparisonSize();
 /// The sensitivity sweep of request.scheme; the JSON `sensitivity --report` writes.
 Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
                                       Progress& progress, const CancelToken& cancel);

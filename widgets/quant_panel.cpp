@@ -2,6 +2,9 @@
 
 #include "quant_job.h"
 
+#include "model/data_defaults.h"
+#include "model/model.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
@@ -24,7 +27,8 @@ const QString kDefault = QStringLiteral("preset default");
 QuantPanel::QuantPanel(QWidget* parent)
     : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_observer(new QComboBox),
       m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
-      m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))), m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all samples"))),
+      m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))), m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all of the data"))),
+      m_evalLimit(new QSpinBox), m_evalTokens(new QSpinBox), m_evalCli(new QLabel),
       m_schemeLine(new QLineEdit), m_run(new QPushButton(tr("Run"))),
       m_cancel(new QPushButton(tr("Cancel"))),
       m_compare(new QPushButton(tr("Compare all schemes"))),
@@ -61,9 +65,20 @@ QuantPanel::QuantPanel(QWidget* parent)
     m_calibSamples->setSingleStep(100);
     m_calibSamples->setSpecialValueText(kDefault);
     m_calibSamples->setToolTip(tr("Calibration samples (static schemes)"));
-    m_evalAll->setToolTip(tr("Unchecked: the task metric uses the first %1 evaluation samples, "
-                             "for interactivity")
-                              .arg(kDefaultEvalSamples));
+    m_evalLimit->setObjectName(QStringLiteral("evalLimit"));
+    m_evalLimit->setRange(0, static_cast<int>(kAllText));
+    m_evalLimit->setAccelerated(true);
+    m_evalTokens->setObjectName(QStringLiteral("evalTokens"));
+    m_evalTokens->setRange(0, 100000000);
+    m_evalTokens->setSingleStep(1024);
+    m_evalTokens->setAccelerated(true);
+    m_evalTokens->setSuffix(tr(" tokens"));
+    m_evalTokens->setSpecialValueText(tr("no token budget"));
+    m_evalTokens->setToolTip(tr("Language models: evaluate on this many tokens of the text "
+                                "(--tokens); when set, it decides the number of windows"));
+    m_evalCli->setObjectName(QStringLiteral("evalCli"));
+    m_evalCli->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_evalCli->setToolTip(tr("The same evaluation size as bitlens-cli quantize takes it"));
     m_schemeLine->setReadOnly(true);
     m_schemeLine->setObjectName(QStringLiteral("schemeLine"));
     m_schemeLine->setToolTip(tr("The scheme as `bitlens-cli quantize --scheme` takes it"));
@@ -81,7 +96,12 @@ QuantPanel::QuantPanel(QWidget* parent)
     form->addRow(QString(), m_symmetric);
     form->addRow(QString(), m_reduceRange);
     form->addRow(tr("Calibration"), m_calibSamples);
+    auto* evalRow = new QHBoxLayout;
+    evalRow->addWidget(m_evalLimit, 1);
+    evalRow->addWidget(m_evalTokens, 1);
+    form->addRow(tr("Evaluate"), evalRow);
     form->addRow(QString(), m_evalAll);
+    form->addRow(QString(), m_evalCli);
     form->addRow(tr("CLI"), m_schemeLine);
     m_memory = new QLabel;
     m_memory->setWordWrap(true);
@@ -103,12 +123,69 @@ QuantPanel::QuantPanel(QWidget* parent)
     connect(m_symmetric, &QCheckBox::stateChanged, this, changed);
     connect(m_reduceRange, &QCheckBox::stateChanged, this, changed);
     connect(m_calibSamples, &QSpinBox::valueChanged, this, changed);
+    const auto evaluation = [this] { updateEvaluation(); };
+    connect(m_evalLimit, &QSpinBox::valueChanged, this, evaluation);
+    connect(m_evalTokens, &QSpinBox::valueChanged, this, evaluation);
+    connect(m_evalAll, &QCheckBox::toggled, this, evaluation);
     connect(m_run, &QPushButton::clicked, this, &QuantPanel::runRequested);
     connect(m_cancel, &QPushButton::clicked, this, &QuantPanel::cancelRequested);
     connect(m_compare, &QPushButton::clicked, this, &QuantPanel::compareRequested);
     connect(m_sensitivity, &QPushButton::clicked, this, &QuantPanel::sensitivityRequested);
     updateSchemeLine();
+    setEvaluationUnit(EvalUnit::Samples);
     setRunning(false);
+}
+
+void QuantPanel::setEvaluationFor(const Model& model)
+{
+    if (model.summary().task == "lm")
+        setEvaluationUnit(EvalUnit::Windows, defaultTextRowLength(model));
+    else if (model.tokenizer())
+        setEvaluationUnit(EvalUnit::Lines);
+    else
+        setEvaluationUnit(EvalUnit::Samples);
+}
+
+void QuantPanel::setEvaluationUnit(EvalUnit unit, qint64 seqLen)
+{
+    m_unit = unit;
+    m_seqLen = seqLen;
+    const QSignalBlocker blockLimit(m_evalLimit);
+    const QSignalBlocker blockTokens(m_evalTokens);
+    switch (unit) {
+    case EvalUnit::Samples:
+        m_evalLimit->setSuffix(tr(" samples"));
+        m_evalLimit->setSpecialValueText(tr("all samples"));
+        m_evalLimit->setSingleStep(500);
+        m_evalLimit->setValue(static_cast<int>(kDefaultEvalSamples));
+        m_evalLimit->setToolTip(tr("Evaluate the task metric on the first N samples of the "
+                                   "evaluation data (--limit N); fewer run faster"));
+        break;
+    case EvalUnit::Lines:
+        m_evalLimit->setSuffix(tr(" lines"));
+        m_evalLimit->setSpecialValueText(
+            tr("model default (%L1 lines)").arg(static_cast<qint64>(kEncoderEvalLines)));
+        m_evalLimit->setSingleStep(100);
+        m_evalLimit->setValue(static_cast<int>(kDefaultEvalLines));
+        m_evalLimit->setToolTip(tr("Evaluate on the first N lines of the text, one line per "
+                                   "sample (--limit N); fewer run faster"));
+        break;
+    case EvalUnit::Windows: {
+        const QString tokens = seqLen > 0 ? tr(" of %1 tokens").arg(seqLen) : QString();
+        m_evalLimit->setSuffix(tr(" windows%1").arg(tokens));
+        m_evalLimit->setSpecialValueText(tr("model default (%1 windows%2)")
+                                             .arg(static_cast<qint64>(kLmEvalWindows))
+                                             .arg(tokens));
+        m_evalLimit->setSingleStep(4);
+        m_evalLimit->setValue(static_cast<int>(kDefaultEvalWindows));
+        m_evalLimit->setToolTip(tr("Evaluate perplexity and KL divergence on the first N "
+                                   "windows of the text (--limit N); fewer run faster"));
+        break;
+    }
+    }
+    m_evalTokens->setValue(0);
+    m_evalTokens->setVisible(unit == EvalUnit::Windows);
+    updateEvaluation();
 }
 
 void QuantPanel::setMemoryForecast(const QString& text, bool fits)
@@ -216,7 +293,37 @@ bool QuantPanel::evaluateAll() const { return m_evalAll->isChecked(); }
 
 void QuantPanel::setEvaluateAll(bool all) { m_evalAll->setChecked(all); }
 
-qint64 QuantPanel::evalLimit() const { return evaluateAll() ? 0 : kDefaultEvalSamples; }
+qint64 QuantPanel::evalLimit() const
+{
+    if (evaluateAll())
+        return m_unit == EvalUnit::Samples ? 0 : kAllText;
+    return m_evalLimit->value();
+}
+
+qint64 QuantPanel::evalTokens() const
+{
+    return m_unit == EvalUnit::Windows && !evaluateAll() ? m_evalTokens->value() : 0;
+}
+
+QStringList QuantPanel::evalCliFlags() const
+{
+    QStringList flags;
+    if (evalTokens() > 0)
+        return {QStringLiteral("--tokens"), QString::number(evalTokens())};
+    if (evalLimit() > 0)
+        flags << QStringLiteral("--limit") << QString::number(evalLimit());
+    return flags;
+}
+
+void QuantPanel::updateEvaluation()
+{
+    const bool all = evaluateAll();
+    m_evalLimit->setEnabled(!all && evalTokens() == 0);
+    m_evalTokens->setEnabled(!all);
+    const QStringList flags = evalCliFlags();
+    m_evalCli->setText(flags.isEmpty() ? tr("bitlens-cli: the default evaluation size")
+                                       : tr("bitlens-cli: %1").arg(flags.join(QLatin1Char(' '))));
+}
 
 void QuantPanel::setRunnable(bool runnable)
 {

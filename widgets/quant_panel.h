@@ -3,9 +3,12 @@
 // samples and evaluation size, composed into the scheme string the CLI takes (shown read-only),
 // with Run / Cancel / Compare all schemes / Run sensitivity. Controls left at "preset default"
 // add no option, so the string stays what a person would type: "static-int8:observer=mse".
+// The evaluation size counts what the open model reads (images or rows, text lines, token
+// windows) under the CLI's names (--limit, --tokens), which the panel shows beside it.
 
 #include <QGroupBox>
 #include <QString>
+#include <QStringList>
 
 class QCheckBox;
 class QComboBox;
@@ -13,6 +16,11 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
+
+
+namespace bitlens {
+class Model;
+}
 
 namespace bitlens::widgets {
 
@@ -28,12 +36,32 @@ public:
     /// Sets the controls from a scheme string; a string they cannot express (unknown preset
     /// or option) is kept as typed and run as such, so its error comes from the core.
     void setSchemeText(const QString& text);
-    /// True when evaluation uses every sample instead of the first kDefaultEvalSamples.
+    /// What the evaluation size counts for the open model.
+    enum class EvalUnit {
+        Samples,  ///< images or array rows (0 = all of the file)
+        Lines,    ///< encoder text, one line per row (0 = the model's default)
+        Windows,  ///< language-model text, windows of `seqLen` tokens (0 = the model's default)
+    };
+    /// Sets the unit for a newly opened model and resets the size to that unit's default
+    /// (kDefaultEvalSamples / kDefaultEvalLines / kDefaultEvalWindows). `seqLen`: tokens per
+    /// window, for the wording.
+    void setEvaluationUnit(EvalUnit unit, qint64 seqLen = 0);
+    EvalUnit evaluationUnit() const { return m_unit; }
+    /// setEvaluationUnit() for what `model` reads: token windows for a language model (of its
+    /// default length), lines for another model with a tokenizer, samples otherwise.
+    void setEvaluationFor(const Model& model);
+    /// True when evaluation uses all of the data instead of the size set.
     bool evaluateAll() const;
-    /// Sets whether evaluation uses every sample.
+    /// Sets whether evaluation uses all of the data.
     void setEvaluateAll(bool all);
-    /// Evaluation samples kept (0 = all).
+    /// RunRequest::evalLimit: samples, lines or windows kept (0 = all samples / the model's
+    /// default for text; "all" of a text is kAllText).
     qint64 evalLimit() const;
+    /// RunRequest::evalTokens: a language model's token budget (0 = none; overrides windows).
+    qint64 evalTokens() const;
+    /// The evaluation size as bitlens-cli's flags ("--limit", "2000"), empty when it is the
+    /// CLI's own default.
+    QStringList evalCliFlags() const;
     /// Enables Run / Compare / Sensitivity (false while no model is open) .
     void setRunnable(bool runnable);
     /// Shows the running state: Cancel enabled, the run buttons disabled.
@@ -45,8 +73,13 @@ public:
     void setMemoryForecast(const QString& text, bool fits);
     QLabel* memoryLabel() const { return m_memory; }
 
-    /// Evaluation samples used by default, for interactivity.
+    /// Evaluation size used by default, for interactivity: runs of the zoo's models finish in
+    /// about a minute on 2 cores (bench/RESULTS.md "The window's default run").
     static constexpr qint64 kDefaultEvalSamples = 2000;
+    static constexpr qint64 kDefaultEvalLines = 500;
+    static constexpr qint64 kDefaultEvalWindows = 8;
+    /// "Evaluate on all" of a text file: more lines or windows than any text holds.
+    static constexpr qint64 kAllText = 100000000;
 
     QComboBox* presetBox() const { return m_preset; }
     QComboBox* observerBox() const { return m_observer; }
@@ -56,6 +89,12 @@ public:
     /// "7-bit weights (reduce-range)": int8 weight codes in [-64, 64].
     QCheckBox* reduceRangeBox() const { return m_reduceRange; }
     QSpinBox* calibSamplesBox() const { return m_calibSamples; }
+    /// The evaluation size (samples / lines / windows).
+    QSpinBox* evalLimitBox() const { return m_evalLimit; }
+    /// A language model's evaluation token budget (shown for language models only).
+    QSpinBox* evalTokensBox() const { return m_evalTokens; }
+    /// The evaluation size as the CLI's flags.
+    QLabel* evalCliLabel() const { return m_evalCli; }
     QLineEdit* schemeLine() const { return m_schemeLine; }
     QPushButton* runButton() const { return m_run; }
     QPushButton* cancelButton() const { return m_cancel; }
@@ -77,6 +116,7 @@ Q_SIGNALS:
 private:
     void controlsChanged();
     void updateSchemeLine();
+    void updateEvaluation();
 
     QComboBox* m_preset;
     QComboBox* m_observer;
@@ -87,6 +127,11 @@ private:
     QSpinBox* m_calibSamples;
     QLabel* m_memory;
     QCheckBox* m_evalAll;
+    QSpinBox* m_evalLimit;
+    QSpinBox* m_evalTokens;
+    QLabel* m_evalCli;
+    EvalUnit m_unit = EvalUnit::Samples;
+    qint64 m_seqLen = 0;
     QLineEdit* m_schemeLine;
     QPushButton* m_run;
     QPushButton* m_cancel;

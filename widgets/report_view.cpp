@@ -104,12 +104,23 @@ QString reportSummary(const nlohmann::json& report)
                          .arg(f, 0, 'f', 3)
                          .arg(q, 0, 'f', 3)
                          .arg(QString::asprintf("%+.2f", f > 0 ? 100.0 * (q / f - 1.0) : 0.0));
+        else if (raw == "top1" || raw == "output_agreement")
+            // Fractions of samples read as percentages; their change in percentage points.
+            parts << QObject::tr("%1 %2 % -> %3 % (%4 points)")
+                         .arg(name)
+                         .arg(100.0 * f, 0, 'f', 2)
+                         .arg(100.0 * q, 0, 'f', 2)
+                         .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
         else
-            parts << QObject::tr("%1 %2 -> %3 (%4 points)")
+            // A cosine (or another score in [0, 1] that is no share of samples): its change in
+            // the same unit.
+            parts << QObject::tr("%1 %2 -> %3 (%4)")
                          .arg(name)
                          .arg(f, 0, 'f', 4)
                          .arg(q, 0, 'f', 4)
-                         .arg(QString::asprintf("%+.2f", 100.0 * (q - f)));
+                         .arg(QString::asprintf("%+.4f", q - f));
+        if (metric.value("float_reused", false))
+            parts << QObject::tr("float metric reused from an earlier run on the same data");
     }
     // Language models: how far the quantized next-token distributions moved (llama-perplexity's
     // KL divergence statistics).
@@ -134,16 +145,9 @@ QString reportSummary(const nlohmann::json& report)
                      .arg(f > 0 ? static_cast<double>(q) / static_cast<double>(f) : 0.0, 0, 'f',
                           3);
     }
-    int real = 0;
-    int layers = 0;
-    for (const nlohmann::json& layer : report["layers"]) {
-        if (!layer.is_object())
-            continue;
-        ++layers;
-        if (!layer.value("simulated", true) && layer.value("weight_type", std::string()) != "float32")
-            ++real;
-    }
-    parts << QObject::tr("%1 of %2 layers on real kernels").arg(real).arg(layers);
+    const KernelCount kernels = kernelCount(report);
+    const int layers = kernels.layers;
+    parts << QObject::tr("%1 of %2 layers on real kernels").arg(kernels.real).arg(layers);
     const nlohmann::json reused = report.value("reused_layers", nlohmann::json());
     if (reused.is_array() && !reused.empty())
         parts << QObject::tr("%1 of %2 layers unchanged since the last run, not re-quantized")
@@ -260,6 +264,13 @@ QWidget* ReportView::createLayerMapTab()
 QWidget* ReportView::createCompareTab()
 {
     auto* tab = new QSplitter(Qt::Horizontal);
+    auto* left = new QWidget;
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    m_compareStatus = new QLabel;
+    m_compareStatus->setObjectName(QStringLiteral("compareStatus"));
+    m_compareStatus->setWordWrap(true);
+    leftLayout->addWidget(m_compareStatus);
     m_compareTable = new QTableView;
     m_compareTable->setObjectName(QStringLiteral("compareTable"));
     m_compareTable->setSortingEnabled(true);
@@ -276,7 +287,8 @@ QWidget* ReportView::createCompareTab()
     // Every column as wide as its contents; the last (kernels) takes what is left (stretch last
     // section, set above: per-section modes would not survive a model reset).
     m_compareTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    tab->addWidget(m_compareTable);
+    leftLayout->addWidget(m_compareTable, 1);
+    tab->addWidget(left);
     m_pareto = new ParetoChart;
     m_pareto->setObjectName(QStringLiteral("paretoChart"));
     tab->addWidget(m_pareto);
@@ -414,8 +426,11 @@ void ReportView::updatePareto()
     std::vector<std::tuple<std::string, nlohmann::json, nlohmann::json>> seen;
     const nlohmann::json all = m_history->comparison();
     for (const nlohmann::json& run : all["runs"]) {
-        auto key = std::make_tuple(run.value("scheme", nlohmann::json()).dump(),
-                                   run.value("metric", nlohmann::json()),
+        // Where the float figure came from does not make it another run.
+        nlohmann::json metric = run.value("metric", nlohmann::json());
+        if (metric.is_object())
+            metric.erase("float_reused");
+        auto key = std::make_tuple(run.value("scheme", nlohmann::json()).dump(), std::move(metric),
                                    run.value("size_bytes", nlohmann::json()));
         if (std::find(seen.begin(), seen.end(), key) != seen.end())
             continue;
@@ -425,12 +440,67 @@ void ReportView::updatePareto()
     m_pareto->setComparison(nlohmann::json{{"runs", std::move(runs)}});
 }
 
+void ReportView::setRunning(const QString& what)
+{
+    m_running = what;
+    updateSummary();
+}
+
+void ReportView::updateSummary()
+{
+    const QString summary = reportSummary(m_report);
+    if (!m_running.isEmpty())
+        m_summary->setText(summary.isEmpty()
+                               ? tr("Running %1… the results appear here when it ends (progress "
+                                    "and time left in the status bar).")
+                                     .arg(m_running)
+                               : tr("Running %1… On screen until it ends: %2")
+                                     .arg(m_running, summary));
+    else
+        m_summary->setText(summary.isEmpty()
+                               ? tr("No run yet: choose a scheme and press Run (Ctrl+R).")
+                               : summary);
+}
+
+void ReportView::beginComparison(int total)
+{
+    m_compareTotal = total;
+    m_comparing = true;
+    setComparison(nlohmann::json{{"runs", nlohmann::json::array()}});
+    m_compareStatus->setText(
+        tr("Comparing %1 schemes: each row appears as its scheme finishes.").arg(total));
+}
+
+void ReportView::addComparisonRun(const nlohmann::json& run)
+{
+    if (!m_comparison.is_object() || !m_comparison["runs"].is_array())
+        m_comparison = nlohmann::json{{"runs", nlohmann::json::array()}};
+    m_comparison["runs"].push_back(run);
+    setComparison(m_comparison);
+    m_compareStatus->setText(tr("%1 of %2 schemes done; running the next…")
+                                 .arg(m_comparison["runs"].size())
+                                 .arg(m_compareTotal));
+}
+
+void ReportView::endComparison(bool complete, const QString& elapsed)
+{
+    const auto done = m_comparison.is_object() && m_comparison["runs"].is_array()
+                          ? static_cast<int>(m_comparison["runs"].size())
+                          : 0;
+    m_comparing = false;
+    const QString time = elapsed.isEmpty() ? QString() : tr(" (%1)").arg(elapsed);
+    m_compareStatus->setText(complete ? tr("Done: %1 schemes compared%2.").arg(done).arg(time)
+                                      : tr("Stopped after %1 of %2 schemes%3; the finished "
+                                           "ones are kept.")
+                                            .arg(done)
+                                            .arg(m_compareTotal)
+                                            .arg(time));
+}
+
 void ReportView::setReport(const nlohmann::json& report)
 {
     m_report = report;
-    const QString summary = reportSummary(report);
-    m_summary->setText(summary.isEmpty() ? tr("No run yet: choose a scheme and press Run (Ctrl+R).")
-                                         : summary);
+    updateSummary();
     m_sqnr->setReport(report);
     m_histogram->setReport(report);
     m_memory->setReport(report);
@@ -468,6 +538,12 @@ void ReportView::clear()
     m_selected.clear();
     m_comparison = nullptr;
     m_sensitivity = nullptr;
+    m_running.clear();
+    m_compareTotal = 0;
+    m_comparing = false;
+    m_compareStatus->setText(
+        tr("Compare every scheme on this model: press “Compare all schemes” in the Scheme "
+           "panel, or open a compare report (File > Open Report)."));
     m_compareModel->setComparison(nlohmann::json());
     m_history->clear();
     m_sideBySide->clear();

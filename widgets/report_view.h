@@ -49,6 +49,21 @@ public:
     void setReport(const nlohmann::json& report);
     /// Shows a comparison {"runs": [report, ...]} in the Compare tab.
     void setComparison(const nlohmann::json& comparison);
+    /// Starts a comparison of `total` schemes: the Compare tab empties and then grows by
+    /// addComparisonRun() as each scheme finishes.
+    void beginComparison(int total);
+    /// Appends one finished scheme's report to the comparison on screen.
+    void addComparisonRun(const nlohmann::json& run);
+    /// Ends the comparison begun: its line says how many schemes ran in `elapsed` (or that it
+    /// stopped early, when `complete` is false).
+    void endComparison(bool complete, const QString& elapsed);
+    /// True between beginComparison() and endComparison().
+    bool isComparing() const { return m_comparing; }
+    /// Marks a job as running ("w4-nf4"): the summary line says so until the next report or
+    /// setRunning({}).
+    void setRunning(const QString& what);
+    /// The Compare tab's line above the table (progress of a comparison, or how to start one).
+    QLabel* compareStatus() const { return m_compareStatus; }
     /// Shows a sensitivity sweep in the Sensitivity tab.
     void setSensitivity(const nlohmann::json& sensitivity);
     /// Forgets everything shown, the history too.
@@ -126,6 +141,7 @@ private:
     QWidget* createHistoryTab();
     void updateHistogram();
     void updatePareto();
+    void updateSummary();
     void onHistorySelectionChanged();
 
     QLabel* m_summary;
@@ -150,6 +166,10 @@ private:
     QString m_histogramLayer;
     nlohmann::json m_report;
     nlohmann::json m_comparison;
+    QLabel* m_compareStatus = nullptr;
+    int m_compareTotal = 0;
+    bool m_comparing = false;
+    QString m_running;
     nlohmann::json m_sensitivity;
     QString m_selected;
 };

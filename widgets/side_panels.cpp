@@ -116,7 +116,12 @@ void ModelInfoPanel::showModel(const OpenedModel* opened)
     setValue(tr("Tokenizer"), QFileInfo(tokenizer).fileName(), tokenizer);
     setValue(tr("Inputs"), tensorsText(summary.inputs));
     setValue(tr("Outputs"), tensorsText(summary.outputs));
-    setValue(tr("Layers"), QString::number(summary.layers.size()));
+    // The same words as the layer table's count: quantizable layers of all graph nodes.
+    const auto quantizable = std::count_if(summary.layers.begin(), summary.layers.end(),
+                                           &LayerTableModel::isQuantizable);
+    setValue(tr("Layers"), tr("%1 quantizable of %2 nodes")
+                               .arg(formatCount(static_cast<std::int64_t>(quantizable)),
+                                    formatCount(static_cast<std::int64_t>(summary.layers.size()))));
     setValue(tr("Params"), formatCount(summary.params));
     setValue(tr("Size"), bytesText(summary.bytes),
              tr("%1 bytes of weights as stored").arg(formatCount(summary.bytes)));
@@ -200,8 +205,14 @@ DataSummaryPanel::DataSummaryPanel(QWidget* parent) : FormPanel(tr("Data"), pare
     showData(nullptr);
 }
 
-void DataSummaryPanel::showData(const DataInfo* info)
+void DataSummaryPanel::showData(const DataInfo* info, const QString& zooModel)
 {
+    if (!info && !zooModel.isEmpty()) {
+        setPlaceholder(tr("Runs use %1's own data: its calibration and evaluation sets, as "
+                          "bitlens-cli does for a zoo name. File ▸ Open Data… uses other data.")
+                           .arg(zooModel));
+        return;
+    }
     if (!info) {
         setPlaceholder(tr("No data open. Use File ▸ Open Data… to load calibration or "
                           "evaluation data."));

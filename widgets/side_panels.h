@@ -69,8 +69,9 @@ class DataSummaryPanel : public FormPanel {
 
 public:
     explicit DataSummaryPanel(QWidget* parent = nullptr);
-    /// Shows `data`; nullptr shows how to open data.
-    void showData(const DataInfo* info);
+    /// Shows `data`; nullptr shows how to open data, or, with `zooModel` set, that runs use that
+    /// zoo model's own calibration and evaluation data.
+    void showData(const DataInfo* info, const QString& zooModel = QString());
 };
 
 } // namespace bitlens::widgets

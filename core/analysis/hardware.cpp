@@ -93,6 +93,15 @@ std::vector<CpuFlagFact> cpuFlagFacts()
     return flags;
 }
 
+std::string libtorchVersion()
+{
+#ifdef BITLENS_TORCH_VERSION
+    return BITLENS_TORCH_VERSION;
+#else
+    return "unknown";
+#endif
+}
+
 HardwareFacts probeHardware()
 {
     HardwareFacts facts;

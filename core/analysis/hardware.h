@@ -43,6 +43,10 @@ std::vector<CpuFlagFact> cpuFlagFacts();
 /// (seconds); cheap afterwards.
 HardwareFacts probeHardware();
 
+/// The LibTorch version BitLens was built with ("2.13.0"; "unknown" when the build could not
+/// tell), for the About dialog and `--version`.
+std::string libtorchVersion();
+
 /// sm version (e.g. 90) from a device name ending "... sm_90)", or 0.
 int parseSmVersion(const std::string& deviceName);
 

@@ -388,6 +388,7 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             report.metricQuantized = pq;
             report.divergence = *d;
         } else if (eval) {
+            report.metricFloatReused = floatMetric.has_value();
             if (!floatMetric) {
                 Progress sub([&](double f, const std::string&) {
                     progress.report(0.35 + 0.3 * f, "evaluating float model");

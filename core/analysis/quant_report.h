@@ -101,6 +101,9 @@ struct QuantReport {
     quant::Scheme scheme;
     std::optional<MetricValue> metricFloat;
     std::optional<MetricValue> metricQuantized;
+    /// The float metric came from an earlier run on the same evaluation data (analyze's
+    /// `floatMetric`) instead of a float pass of this one.
+    bool metricFloatReused = false;
     /// Language models: the quantized model's next-token distributions against the float
     /// model's over the evaluation windows (KL divergence, same top p, delta p), with both
     /// perplexities from the same pass.

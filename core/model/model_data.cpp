@@ -12,6 +12,25 @@ namespace bitlens {
 
 bool isTextData(const std::string& path) { return text::isTextDataPath(path); }
 
+std::int64_t contextLength(const Model& model)
+{
+    const auto it = model.graph().metadata.find("context_length");
+    if (it == model.graph().metadata.end())
+        return 0;
+    try {
+        return std::stoll(it->second);
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+std::int64_t defaultTextRowLength(const Model& model)
+{
+    const std::int64_t length = model.summary().task == "lm" ? kLmSeqLen : kEncoderSeqLen;
+    const std::int64_t context = contextLength(model);
+    return context > 1 ? std::min(length, context) : length;
+}
+
 Result<io::Dataset> loadModelData(const Model& model, const std::string& path,
                                   const std::string& split, const ModelDataOptions& options,
                                   Progress& progress, const CancelToken& cancel)
@@ -56,23 +75,12 @@ Result<io::Dataset> loadModelData(const Model& model, const std::string& path,
     t.layout = lm ? text::TextLayout::Stream : text::TextLayout::Lines;
     // Rows longer than the model's context would run positions it never saw (or has no
     // position embedding for): the default is cut to it, a longer --seq-len is refused.
-    std::int64_t context = 0;
-    if (auto it = model.graph().metadata.find("context_length");
-        it != model.graph().metadata.end()) {
-        try {
-            context = std::stoll(it->second);
-        } catch (const std::exception&) {
-            context = 0;
-        }
-    }
-    t.seqLen = options.seqLen > 0 ? options.seqLen : lm ? kLmSeqLen : kEncoderSeqLen;
-    if (context > 1 && t.seqLen > context) {
-        if (options.seqLen > 0)
-            return Error::usage("sequence length " + std::to_string(t.seqLen) +
-                                " is longer than the model's context of " +
-                                std::to_string(context) + " tokens");
-        t.seqLen = context;
-    }
+    const std::int64_t context = contextLength(model);
+    t.seqLen = options.seqLen > 0 ? options.seqLen : defaultTextRowLength(model);
+    if (context > 1 && t.seqLen > context)
+        return Error::usage("sequence length " + std::to_string(t.seqLen) +
+                            " is longer than the model's context of " + std::to_string(context) +
+                            " tokens");
     if (lm) {
         std::int64_t windows = options.limit > 0 ? options.limit
                                : calibration     ? kLmCalibWindows

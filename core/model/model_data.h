@@ -6,6 +6,7 @@
 // special tokens and padded (the attention mask follows from the padding id).
 
 #include "io/dataset.h"
+#include "model/data_defaults.h"
 #include "jobs/progress.h"
 #include "jobs/result.h"
 #include "model/model.h"
@@ -14,18 +15,6 @@
 #include <string>
 
 namespace bitlens {
-
-/// Window length of language models when none is given (tokens).
-inline constexpr std::int64_t kLmSeqLen = 512;
-/// Longest encoder row when none is given (tokens; longer lines are truncated).
-inline constexpr std::int64_t kEncoderSeqLen = 256;
-/// Language models: windows read when no limit is given, for evaluation (16,384 tokens) and
-/// for calibration (8,192 tokens).
-inline constexpr std::int64_t kLmEvalWindows = 32;
-inline constexpr std::int64_t kLmCalibWindows = 16;
-/// Encoders: lines read when no limit is given, for evaluation and for calibration.
-inline constexpr std::int64_t kEncoderEvalLines = 1000;
-inline constexpr std::int64_t kEncoderCalibLines = 256;
 
 /// How much of a data file is read, and how text is cut.
 struct ModelDataOptions {

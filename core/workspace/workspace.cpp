@@ -530,6 +530,8 @@ Result<std::shared_ptr<const quant::QuantizedModel>> prepared(Workspace& ws,
 
 std::vector<std::string> schemePresets() { return quant::presetNames(); }
 
+std::vector<std::string> postTrainingPresets() { return quant::postTrainingPresetNames(); }
+
 bool isTrainingScheme(const std::string& spec)
 {
     auto scheme = quant::parseScheme(spec);

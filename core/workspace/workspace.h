@@ -249,6 +249,8 @@ void discardExport(const std::string& stagingPath);
 bool isTrainingScheme(const std::string& spec);
 /// The scheme presets, in the order the GUI lists them.
 std::vector<std::string> schemePresets();
+/// The presets compare() runs when given none (every post-training preset).
+std::vector<std::string> postTrainingPresets();
 /// What a quantize run of a scheme will hold at its peak against the memory available: the
 /// estimate prepareRun refuses a run on (analysis/memory_estimate.h), for the GUI to show
 /// before a run. Planned for the default batch (text: 2 windows of 512 tokens).

@@ -1,7 +1,8 @@
 // The CLI and the GUI give the same report.json for the same model, data and scheme: the
 // window's run (the model opened as File > Open Model opens it, the request the Quantize panel
-// makes, widgets::runQuantization) against `bitlens-cli quantize fashion-cnn --scheme S
-// --limit N --report cli.json`, compared key by key. Only measured timings are left out:
+// makes with its default evaluation size for that model, widgets::runQuantization) against
+// `bitlens-cli quantize MODEL --scheme S <the panel's evaluation flags> --report cli.json`,
+// compared key by key, on an image classifier, a language model and a sentence encoder. Only measured timings are left out:
 // kTimingKeys names them, and kTimingNote the layer notes made of measured milliseconds. Both go through core/workspace; the test fails as soon as one front
 // end prepares, feeds or reports a run differently.
 
@@ -107,34 +108,46 @@ void TestCliGuiReport::initTestCase()
     m_cli = qEnvironmentVariable("BITLENS_CLI");
     if (m_cli.isEmpty())
         QSKIP("BITLENS_CLI (the bitlens-cli to compare with) is not set");
-    if (!zoo::isBuilt("fashion-cnn"))
-        QSKIP("fashion-cnn is not built (scripts/zoo-ensure builds it)");
     QVERIFY(m_dir.isValid());
 }
 
 void TestCliGuiReport::sameReport_data()
 {
+    QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("scheme");
     QTest::addColumn<QString>("overrideLayer");
-    QTest::newRow("static-int8") << QStringLiteral("static-int8") << QString();
+    const QString cnn = QStringLiteral("fashion-cnn");
+    QTest::newRow("static-int8") << cnn << QStringLiteral("static-int8") << QString();
     // The GUI's "float32" and the scheme file's "float" both keep a layer float32.
-    QTest::newRow("w4-int4, fc1 float") << QStringLiteral("w4-int4") << QStringLiteral("fc1");
+    QTest::newRow("w4-int4, fc1 float") << cnn << QStringLiteral("w4-int4") << QStringLiteral("fc1");
+    // The window's default evaluation of a language model (token windows, --limit N) and of
+    // an encoder (lines).
+    QTest::newRow("kjv-llama w4-nf4") << QStringLiteral("kjv-llama") << QStringLiteral("w4-nf4")
+                                      << QString();
+    QTest::newRow("minilm-l6 dynamic-int8")
+        << QStringLiteral("minilm-l6") << QStringLiteral("dynamic-int8") << QString();
 }
 
 void TestCliGuiReport::sameReport()
 {
+    QFETCH(QString, model);
     QFETCH(QString, scheme);
     QFETCH(QString, overrideLayer);
+    if (!zoo::isBuilt(model.toStdString()))
+        QSKIP(qPrintable(model + QStringLiteral(" is not built (scripts/zoo-ensure builds it)")));
 
     // The GUI: the model as File > Open Model opens a zoo name, the request as the Quantize
-    // panel and the window make it (no data opened: the zoo model's own; the panel's limit).
-    auto opened = widgets::openModelForGui("fashion-cnn", Progress::none(), CancelToken());
+    // panel and the window make it (no data opened: the zoo model's own; the panel's default
+    // evaluation size for that model, as MainWindow sets it when the model opens).
+    auto opened = widgets::openModelForGui(model.toStdString(), Progress::none(), CancelToken());
     QVERIFY2(opened.ok(), opened.ok() ? "" : opened.error().userMessage().c_str());
     widgets::QuantSession session(opened->model, opened->zooName);
     widgets::QuantPanel panel;
+    panel.setEvaluationFor(*opened->model);
     widgets::QuantRequest request;
     request.scheme = scheme.toStdString();
     request.evalLimit = panel.evalLimit();
+    request.evalTokens = panel.evalTokens();
     if (!overrideLayer.isEmpty())
         request.overrides[overrideLayer.toStdString()] = "float32";
     auto gui = widgets::runQuantization(session, request, Progress::none(), CancelToken());
@@ -153,10 +166,11 @@ void TestCliGuiReport::sameReport()
     }
     const QString reportPath = m_dir.filePath(QStringLiteral("cli.json"));
     QProcess cli;
-    cli.start(m_cli, {QStringLiteral("quantize"), QStringLiteral("fashion-cnn"),
-                      QStringLiteral("--scheme"), spec, QStringLiteral("--limit"),
-                      QString::number(request.evalLimit), QStringLiteral("--report"), reportPath,
-                      QStringLiteral("--quiet"), QStringLiteral("--json")});
+    cli.start(m_cli, QStringList{QStringLiteral("quantize"), model, QStringLiteral("--scheme"),
+                                 spec}
+                         + panel.evalCliFlags()
+                         + QStringList{QStringLiteral("--report"), reportPath,
+                                       QStringLiteral("--quiet"), QStringLiteral("--json")});
     QVERIFY(cli.waitForFinished(600000));
     QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
     std::ifstream in(reportPath.toStdString());
@@ -171,7 +185,10 @@ void TestCliGuiReport::sameReport()
     std::vector<std::string> differences;
     diff(withoutTimingNotes(*gui), withoutTimingNotes(fromCli), "", skip, differences);
     QVERIFY(fromCli["layers"].size() > 0);
-    QCOMPARE(fromCli["metric"]["samples"], json(request.evalLimit));
+    if (panel.evaluationUnit() == widgets::QuantPanel::EvalUnit::Samples)
+        QCOMPARE(fromCli["metric"]["samples"], json(request.evalLimit));
+    else
+        QVERIFY(!panel.evalCliFlags().isEmpty());  // the GUI's default is not the CLI's
     for (const std::string& d : differences)
         qWarning("%s", d.c_str());
     QVERIFY2(differences.empty(),

@@ -394,7 +394,7 @@ void TestQuantWorkflow::openAndSaveReport()
     window.setDialogsEnabled(false);
     QVERIFY(window.openReport(QStringLiteral(BITLENS_TEST_DATA "/reports/fashion-cnn-static-int8.json")));
     QCOMPARE(window.reportView()->summaryText(),
-             QStringLiteral("static-int8: top-1 on 10,000 samples 0.9183 -> 0.9177 "
+             QStringLiteral("static-int8: top-1 on 10,000 samples 91.83 % -> 91.77 % "
                             "(-0.06 points), size 1.61 MiB -> 413.4 KiB (0.251), 2 of 4 layers "
                             "on real kernels"));
     QVERIFY(window.reportView()->sqnrChart()->hasData());

@@ -139,7 +139,9 @@ void TestReliability::projectRoundTrip()
     QCOMPARE(QString::fromStdString(restored.currentModel()->model->path()), m_model);
     QVERIFY(restored.currentData());
     QCOMPARE(restored.currentData()->path, window->currentData()->path);
-    QCOMPARE(restored.quantPanel()->schemeText(), QStringLiteral("static-int8:observer=mse"));
+    // The panel shows the scheme of the run on screen (the last one, w4-int4 with fc kept in
+    // float32), not the scheme composed after it.
+    QCOMPARE(restored.quantPanel()->schemeText(), QStringLiteral("w4-int4"));
     QCOMPARE(restored.layerOverrides(), window->layerOverrides());
     const auto* restoredHistory = restored.reportView()->historyModel();
     QCOMPARE(restoredHistory->rowCount(), 2);

@@ -14,6 +14,7 @@ class TestReportSummary : public QObject {
 private Q_SLOTS:
     void languageModelShowsKlDivergence();
     void classifierHasNoKlDivergence();
+    void cosineChangesInItsOwnUnit();
 };
 
 namespace {
@@ -54,8 +55,25 @@ void TestReportSummary::classifierHasNoKlDivergence()
     r.erase("kl_divergence");
     r["metric"] = {{"name", "top1"}, {"float", 0.9}, {"quantized", 0.89}, {"samples", 1000}};
     const QString text = reportSummary(r);
-    QVERIFY2(text.contains(QStringLiteral("0.9000 -> 0.8900 (-1.00 points)")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("90.00 % -> 89.00 % (-1.00 points)")), qPrintable(text));
     QVERIFY(!text.contains(QStringLiteral("KL divergence")));
+    QVERIFY(!text.contains(QStringLiteral("reused")));
+    // A second run on the same data says that it took the float figure from the first.
+    r["metric"]["float_reused"] = true;
+    QVERIFY2(reportSummary(r).contains(QStringLiteral("float metric reused")),
+             qPrintable(reportSummary(r)));
+}
+
+void TestReportSummary::cosineChangesInItsOwnUnit()
+{
+    json r = lmReport();
+    r.erase("kl_divergence");
+    r["metric"] = {{"name", "embedding_cosine"}, {"float", 1.0}, {"quantized", 0.993},
+                   {"samples", 500}};
+    const QString text = reportSummary(r);
+    // Not "(-0.70 points)": a cosine is no percentage.
+    QVERIFY2(text.contains(QStringLiteral("1.0000 -> 0.9930 (-0.0070)")), qPrintable(text));
+    QVERIFY(!text.contains(QStringLiteral("points")));
 }
 
 QTEST_MAIN(TestReportSummary)

@@ -1,0 +1,321 @@
+// What the window says while and after it works (issue #22, items 2 and 3): the evaluation size
+// in the scheme panel counts what the model reads under the CLI's names; the job indicator
+// shows the time elapsed and an estimate of the time left; the summary says "Running…" instead
+// of "No run yet"; "Compare all schemes" fills its table scheme by scheme while it runs; the
+// scheme panel shows the scheme of the run on screen; the summary, the Throughput tab and the
+// Compare table give one kernel count; the Help menu has the chart guide and an About with the
+// versions and the CPU; the data panel names the zoo model's own data. Models and data are
+// written by the test (no zoo build).
+
+#include "chart_throughput.h"
+#include "comparison_table_model.h"
+#include "help_dialogs.h"
+#include "job_progress_widget.h"
+#include "job_runner.h"
+#include "main_window.h"
+#include "model_fixtures.h"
+#include "quant_job.h"
+#include "quant_panel.h"
+#include "report_view.h"
+#include "side_panels.h"
+
+#include <QLabel>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <atomic>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using bitlens::widgets::JobProgressWidget;
+using bitlens::widgets::MainWindow;
+using bitlens::widgets::QuantPanel;
+using bitlens::widgets::ReportView;
+
+class TestRunFeedback : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase();
+    void init();
+    void evaluationSizeFollowsTheModel();
+    void timeLeftEstimate();
+    void progressShowsElapsedWhileRunning();
+    void summarySaysRunning();
+    void compareTableGrowsWhileRunning();
+    void schemePanelShowsTheRunOnScreen();
+    void oneKernelCount();
+    void helpMenuTexts();
+    void dataPanelNamesZooData();
+
+private:
+    std::unique_ptr<MainWindow> openWindow();
+    void runAndWait(MainWindow& window, const QString& scheme);
+
+    QTemporaryDir m_dir;
+    QString m_model;
+    QString m_data;
+};
+
+void TestRunFeedback::initTestCase()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QVERIFY(m_dir.isValid());
+    m_model = m_dir.filePath(QStringLiteral("small.onnx"));
+    const std::string error = bitlens::testing::writeSmallCnn(m_model, 4, "small-cnn");
+    QVERIFY2(error.empty(), error.c_str());
+    m_data = bitlens::testing::writeSmallLabelledIdx(m_dir.path(), 600);
+    QVERIFY(!m_data.isEmpty());
+}
+
+void TestRunFeedback::init()
+{
+    QSettings(QStringLiteral("BitLens"), QStringLiteral("BitLens")).clear();
+}
+
+std::unique_ptr<MainWindow> TestRunFeedback::openWindow()
+{
+    auto window = std::make_unique<MainWindow>();
+    window->setDialogsEnabled(false);
+    window->show();
+    QSignalSpy loaded(window.get(), &MainWindow::modelLoaded);
+    QSignalSpy dataLoaded(window.get(), &MainWindow::dataLoaded);
+    window->openModel(m_model);
+    window->openData(m_data);
+    if (loaded.isEmpty())
+        loaded.wait(30000);
+    if (dataLoaded.isEmpty())
+        dataLoaded.wait(30000);
+    if (!window->currentModel() || !window->currentData())
+        return nullptr;
+    return window;
+}
+
+void TestRunFeedback::runAndWait(MainWindow& window, const QString& scheme)
+{
+    QSignalSpy shown(&window, &MainWindow::reportShown);
+    window.runScheme(scheme);
+    QVERIFY(window.quantJobs()->isRunning());
+    QVERIFY(shown.wait(60000));
+}
+
+void TestRunFeedback::evaluationSizeFollowsTheModel()
+{
+    QuantPanel panel;
+    // Images: the first 2,000 samples, which the CLI takes as --limit 2000.
+    QCOMPARE(panel.evaluationUnit(), QuantPanel::EvalUnit::Samples);
+    QCOMPARE(panel.evalLimit(), QuantPanel::kDefaultEvalSamples);
+    QCOMPARE(panel.evalCliFlags(), QStringList({QStringLiteral("--limit"), QStringLiteral("2000")}));
+    QVERIFY(panel.evalCliLabel()->text().contains(QStringLiteral("--limit 2000")));
+    QVERIFY(!panel.evalTokensBox()->isVisibleTo(&panel));
+    panel.setEvaluateAll(true);
+    QCOMPARE(panel.evalLimit(), 0);  // all of an image file
+    QVERIFY(panel.evalCliFlags().isEmpty());
+    QVERIFY(!panel.evalLimitBox()->isEnabled());
+    panel.setEvaluateAll(false);
+
+    // A language model: windows of its context, a short default, and a token budget.
+    panel.setEvaluationUnit(QuantPanel::EvalUnit::Windows, 256);
+    QCOMPARE(panel.evalLimit(), QuantPanel::kDefaultEvalWindows);
+    QVERIFY2(panel.evalLimitBox()->suffix().contains(QStringLiteral("256 tokens")),
+             qPrintable(panel.evalLimitBox()->suffix()));
+    QVERIFY(panel.evalTokensBox()->isVisibleTo(&panel));
+    QCOMPARE(panel.evalTokens(), 0);
+    panel.evalTokensBox()->setValue(4096);
+    QCOMPARE(panel.evalTokens(), 4096);
+    QCOMPARE(panel.evalCliFlags(), QStringList({QStringLiteral("--tokens"), QStringLiteral("4096")}));
+    QVERIFY(!panel.evalLimitBox()->isEnabled());  // the budget decides the windows
+    panel.evalTokensBox()->setValue(0);
+    panel.evalLimitBox()->setValue(0);
+    // 0 is the model's own default, which the CLI takes with no flag.
+    QVERIFY(panel.evalLimitBox()->text().contains(QStringLiteral("model default")));
+    QVERIFY(panel.evalCliFlags().isEmpty());
+    panel.setEvaluateAll(true);
+    QCOMPARE(panel.evalLimit(), QuantPanel::kAllText);
+    QCOMPARE(panel.evalTokens(), 0);
+    panel.setEvaluateAll(false);
+
+    // An encoder reads lines; a new model resets the size to its unit's default.
+    panel.setEvaluationUnit(QuantPanel::EvalUnit::Lines);
+    QCOMPARE(panel.evalLimit(), QuantPanel::kDefaultEvalLines);
+    QVERIFY(!panel.evalTokensBox()->isVisibleTo(&panel));
+    QCOMPARE(panel.evalTokens(), 0);
+    QVERIFY(panel.evalLimitBox()->suffix().contains(QStringLiteral("lines")));
+}
+
+void TestRunFeedback::timeLeftEstimate()
+{
+    // No estimate before 2 s and 2 %: the first reports say little about the rest.
+    QCOMPARE(JobProgressWidget::timeText(1500, 0.5), QStringLiteral("0:01 elapsed"));
+    QCOMPARE(JobProgressWidget::timeText(20000, 0.01), QStringLiteral("0:20 elapsed"));
+    QCOMPARE(JobProgressWidget::timeText(10000, 0.25),
+             QStringLiteral("0:10 elapsed, about 0:30 left"));
+    QCOMPARE(JobProgressWidget::timeText(3723000, 0.5),
+             QStringLiteral("1:02:03 elapsed, about 1:02:03 left"));
+    QCOMPARE(JobProgressWidget::timeText(65000, 1.0), QStringLiteral("1:05 elapsed"));
+}
+
+void TestRunFeedback::progressShowsElapsedWhileRunning()
+{
+    bitlens::widgets::JobRunner runner;
+    JobProgressWidget widget;
+    widget.watch(&runner);
+    std::atomic<bool> release{false};
+    bool done = false;
+    runner.start(
+        QStringLiteral("Waiting"),
+        [&release](bitlens::Progress& progress, const bitlens::CancelToken&) {
+            progress.report(0.5, "halfway");
+            while (!release.load())
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            return bitlens::Result<int>(1);
+        },
+        [&done](bitlens::Result<int>) { done = true; });
+    QTRY_VERIFY_WITH_TIMEOUT(widget.text().contains(QStringLiteral("halfway")), 5000);
+    QVERIFY2(widget.text().contains(QStringLiteral("0:00 elapsed")), qPrintable(widget.text()));
+    // The clock ticks without progress reports (a long stage sends none).
+    QTRY_VERIFY_WITH_TIMEOUT(widget.text().contains(QStringLiteral("0:01 elapsed")), 5000);
+    release = true;
+    QTRY_VERIFY_WITH_TIMEOUT(done, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(widget.isHidden(), 5000);
+}
+
+void TestRunFeedback::summarySaysRunning()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    ReportView* view = window->reportView();
+    QVERIFY(view->summaryText().startsWith(QStringLiteral("No run yet")));
+    QSignalSpy shown(window.get(), &MainWindow::reportShown);
+    window->runScheme(QStringLiteral("static-int8"));
+    QVERIFY2(view->summaryText().startsWith(QStringLiteral("Running static-int8")),
+             qPrintable(view->summaryText()));
+    QVERIFY(shown.wait(60000));
+    QVERIFY2(view->summaryText().startsWith(QStringLiteral("static-int8: ")),
+             qPrintable(view->summaryText()));
+    // A second run keeps the first on screen and says so.
+    window->runScheme(QStringLiteral("w4-int4"));
+    QVERIFY2(view->summaryText().startsWith(QStringLiteral("Running w4-int4… On screen until it "
+                                                           "ends: static-int8: ")),
+             qPrintable(view->summaryText()));
+    QVERIFY(shown.wait(60000));
+    QVERIFY(view->summaryText().startsWith(QStringLiteral("w4-int4")));
+    // The second run reused the float metric of the first, and says so.
+    QVERIFY2(view->summaryText().contains(QStringLiteral("float metric reused")),
+             qPrintable(view->summaryText()));
+}
+
+void TestRunFeedback::compareTableGrowsWhileRunning()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    auto* model = window->reportView()->comparisonModel();
+    // Each reset of the table model while the job runs: (rows, still running).
+    std::vector<std::pair<int, bool>> resets;
+    connect(model, &QAbstractItemModel::modelReset, this, [&] {
+        resets.emplace_back(model->rowCount(), window->quantJobs()->isRunning());
+    });
+    QSignalSpy shown(window.get(), &MainWindow::comparisonShown);
+    window->runComparison();
+    QVERIFY(window->quantJobs()->isRunning());
+    const int total = bitlens::widgets::comparisonSize();
+    QVERIFY(total > 3);
+    QVERIFY2(window->reportView()->compareStatus()->text().contains(
+                 QStringLiteral("Comparing %1 schemes").arg(total)),
+             qPrintable(window->reportView()->compareStatus()->text()));
+    QVERIFY(shown.wait(300000));
+    int grewWhileRunning = 0;
+    for (const auto& [rows, running] : resets)
+        if (running && rows > 0 && rows < total)
+            ++grewWhileRunning;
+    QVERIFY2(grewWhileRunning >= total - 2,
+             qPrintable(QStringLiteral("%1 partial tables of %2 schemes").arg(grewWhileRunning)
+                            .arg(total)));
+    QCOMPARE(model->rowCount(), total);
+    QVERIFY2(window->reportView()->compareStatus()->text().startsWith(
+                 QStringLiteral("Done: %1 schemes compared").arg(total)),
+             qPrintable(window->reportView()->compareStatus()->text()));
+}
+
+void TestRunFeedback::schemePanelShowsTheRunOnScreen()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8:observer=mse"));
+    QVERIFY(window->setLayerOverride(QStringLiteral("fc"), QStringLiteral("float")));
+    runAndWait(*window, QStringLiteral("w4-int4"));
+    QCOMPARE(window->quantPanel()->schemeText(), QStringLiteral("w4-int4"));
+    QCOMPARE(window->layerOverrides().value(QStringLiteral("fc")), QStringLiteral("float"));
+    // The first run, picked in the history: the panel and the overrides follow it.
+    QVERIFY(window->showHistoryRun(0));
+    QCOMPARE(window->quantPanel()->schemeText(), QStringLiteral("static-int8:observer=mse"));
+    QVERIFY(window->layerOverrides().isEmpty());
+    QVERIFY(window->showHistoryRun(1));
+    QCOMPARE(window->quantPanel()->schemeText(), QStringLiteral("w4-int4"));
+    QCOMPARE(window->layerOverrides().value(QStringLiteral("fc")), QStringLiteral("float"));
+}
+
+void TestRunFeedback::oneKernelCount()
+{
+    // fc kept in float32 runs at::linear: not a low-bit kernel, whatever the kernel string.
+    const nlohmann::json report = {
+        {"scheme", {{"spec", "static-int8"}}},
+        {"layers",
+         {{{"name", "conv1"}, {"weight_type", "int8"}, {"simulated", false}},
+          {{"name", "fc"}, {"weight_type", "float32"}, {"simulated", false}}}},
+        {"throughput",
+         {{"float_samples_per_s", 100.0},
+          {"quantized_samples_per_s", 150.0},
+          {"kernels", {{"conv1", "bitlens avx2 int8 conv"}, {"fc", "at::linear (float32)"}}}}}};
+    const auto count = bitlens::widgets::kernelCount(report);
+    QCOMPARE(count.real, 1);
+    QCOMPARE(count.layers, 2);
+    QVERIFY(bitlens::widgets::reportSummary(report).contains(
+        QStringLiteral("1 of 2 layers on real kernels")));
+    bitlens::widgets::ComparisonTableModel table;
+    table.setComparison({{"runs", {report}}});
+    const QString cell = table.data(table.index(0, bitlens::widgets::ComparisonTableModel::Kernels))
+                             .toString();
+    QVERIFY2(cell.contains(QStringLiteral("1 of 2")), qPrintable(cell));
+}
+
+void TestRunFeedback::helpMenuTexts()
+{
+    const QString guide = bitlens::widgets::chartGuideMarkdown();
+    QVERIFY2(guide.startsWith(QStringLiteral("## How to read the charts")), qPrintable(guide.left(200)));
+    for (const char* chart : {"SQNR per layer", "Layer map", "Memory", "Throughput", "Compare",
+                              "Sensitivity"})
+        QVERIFY2(guide.contains(QLatin1String(chart)), chart);
+    QVERIFY(!guide.contains(QStringLiteral("![")));  // screenshots are files of the source tree
+    QVERIFY(!guide.contains(QStringLiteral("\n## ")));  // the section alone
+    const QString about = bitlens::widgets::aboutText();
+    for (const char* part : {"LibTorch", "Qt ", "ISA level", "Licences", "How to read the charts"})
+        QVERIFY2(about.contains(QLatin1String(part)), part);
+    MainWindow window;
+    QVERIFY(window.findChild<QAction*>(QStringLiteral("actionChartGuide")));
+    QVERIFY(window.findChild<QAction*>(QStringLiteral("actionAbout")));
+}
+
+void TestRunFeedback::dataPanelNamesZooData()
+{
+    bitlens::widgets::DataSummaryPanel panel;
+    const auto texts = [&panel] {
+        QStringList all;
+        for (const QLabel* label : panel.findChildren<QLabel*>())
+            if (label->isVisibleTo(&panel))
+                all << label->text();
+        return all.join(QLatin1Char('\n'));
+    };
+    QVERIFY(texts().contains(QStringLiteral("No data open")));
+    panel.showData(nullptr, QStringLiteral("fashion-cnn"));
+    QVERIFY2(texts().contains(QStringLiteral("fashion-cnn's own data")), qPrintable(texts()));
+    QVERIFY(!texts().contains(QStringLiteral("No data open")));
+}
+
+QTEST_MAIN(TestRunFeedback)
+#include "test_run_feedback.moc"

@@ -1,0 +1,92 @@
+#include "help_dialogs.h"
+
+#include "analysis/hardware.h"
+
+#include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFile>
+#include <QRegularExpression>
+#include <QStringList>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <QtGlobal>
+
+namespace bitlens::widgets {
+
+QString aboutText()
+{
+    const analysis::HardwareFacts facts = analysis::probeHardware();
+    QStringList present;
+    for (const analysis::CpuFlagFact& flag : facts.flags)
+        if (flag.present)
+            present << QString::fromStdString(flag.name);
+    const QString cpu = facts.cpuModel.empty() ? QObject::tr("(cpuid gives no model name)")
+                                               : QString::fromStdString(facts.cpuModel);
+    return QObject::tr(
+               "<h3>BitLens %1</h3>"
+               "<p>A quantization explorer for neural networks: open a model and calibration "
+               "data, pick a scheme (int8, 4-bit, FP8, MX / NVFP4, GGUF blocks...), and see "
+               "per-layer error, histograms with the quantization grid, memory and the measured "
+               "throughput of real low-bit kernels on this machine. The same core runs "
+               "<tt>bitlens-cli</tt>.</p>"
+               "<p><b>Built with</b> LibTorch %2 and Qt %3 (running on Qt %4).</p>"
+               "<p><b>This CPU:</b> %5<br>flags: %6<br>own kernels at ISA level %7 of %8%9</p>"
+               "<p><b>Licences:</b> BitLens's own licence is not chosen yet (the source has no "
+               "LICENSE file). It uses LibTorch (BSD-3-Clause) and Qt 6 (LGPL-3.0).</p>"
+               "<p>Help ▸ How to read the charts explains every chart (the README's section of "
+               "that name).</p>")
+        .arg(QApplication::applicationVersion().toHtmlEscaped(),
+             QString::fromStdString(analysis::libtorchVersion()).toHtmlEscaped(),
+             QStringLiteral(QT_VERSION_STR), QString::fromLatin1(qVersion()),
+             cpu.toHtmlEscaped(),
+             present.isEmpty() ? QObject::tr("none of the vector extensions")
+                               : present.join(QStringLiteral(" ")),
+             QString::fromStdString(facts.isaLevel), QString::fromStdString(facts.hardwareIsaLevel),
+             facts.isaNote.empty()
+                 ? QString()
+                 : QStringLiteral(" (%1)").arg(QString::fromStdString(facts.isaNote).toHtmlEscaped()));
+}
+
+QString chartGuideMarkdown()
+{
+    QFile file(QStringLiteral(":/doc/README.md"));
+    if (!file.open(QIODevice::ReadOnly))
+        return QObject::tr("The chart guide is the section “How to read the charts” of "
+                           "README.md in BitLens's source.");
+    const QString readme = QString::fromUtf8(file.readAll());
+    const QString heading = QStringLiteral("### How to read the charts");
+    const qsizetype begin = readme.indexOf(heading);
+    if (begin < 0)
+        return QObject::tr("README.md has no section “How to read the charts”.");
+    // The section ends at the next heading of the same or a higher level.
+    static const QRegularExpression next(QStringLiteral("\\n#{1,3} "));
+    const QRegularExpressionMatch end = next.match(readme, begin + heading.size());
+    QString section = readme.mid(begin, end.hasMatch() ? end.capturedStart() - begin : -1);
+    // Screenshots are files of the source tree, not of the installed program.
+    static const QRegularExpression image(QStringLiteral("\\n *!\\[[^\\n]*\\]\\([^\\n]*\\)"));
+    section.remove(image);
+    return section.replace(heading, QStringLiteral("## How to read the charts"));
+}
+
+QWidget* showChartGuide(QWidget* parent)
+{
+    auto* dialog = new QDialog(parent);
+    dialog->setObjectName(QStringLiteral("chartGuide"));
+    dialog->setWindowTitle(QObject::tr("How to read the charts"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    auto* text = new QTextBrowser;
+    text->setObjectName(QStringLiteral("chartGuideText"));
+    text->setOpenExternalLinks(true);
+    text->setMarkdown(chartGuideMarkdown());
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
+    QObject::connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+    auto* layout = new QVBoxLayout(dialog);
+    layout->addWidget(text, 1);
+    layout->addWidget(buttons);
+    dialog->resize(760, 640);
+    dialog->show();
+    return dialog;
+}
+
+} // namespace bitlens::widgets
