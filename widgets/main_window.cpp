@@ -181,6 +181,7 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
         const bool exporting = m_export->ownsExport(id);
         m_reportView->setRunning(QString());
+        keepResultsOfBefore();
         if (m_reportView->isComparing())
             m_reportView->endComparison(false, QString());
         updateQuantState();

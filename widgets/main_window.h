@@ -236,6 +236,9 @@ private:
     /// Sets the scheme panel and the layer overrides to those of the report on screen, so the
     /// panel always shows the scheme of the run shown (a history row, an opened report).
     void showSchemeOfReport();
+    /// A run that ended without its report (cancelled, failed) leaves what was on screen
+    /// before it, not its partial layer rows.
+    void keepResultsOfBefore();
     void showMetricColumns(bool shown);
     void fitLayerColumns();
     void updateLayerCount();

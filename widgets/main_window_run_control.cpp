@@ -68,7 +68,25 @@ void MainWindow::runQuantization()
     }
     m_quantJobs->start(
         tr("Quantizing with %1").arg(scheme),
-        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+        [this, session = m_session, request](Progress& progress,
+                                             const CancelToken& cancel) mutable {
+            // The layer rows and charts fill in before the task metric (the long part of a
+            // language model's run), while this run is still the current job.
+            request.onLayers = [this, cancel](const nlohmann::json& partial) {
+                if (cancel.cancelled())
+                    return;
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, cancel, partial] {
+                        if (cancel.cancelled())
+                            return;
+                        // The view last: a slot of its reportChanged may end this run.
+                        m_layerModel->setReport(partial);
+                        showMetricColumns(true);
+                        m_reportView->showPartialReport(partial);
+                    },
+                    Qt::QueuedConnection);
+            };
             return bitlens::widgets::runQuantization(*session, request, progress, cancel);
         },
         [this, scheme, training, overrides = request.overrides.size()](
@@ -193,8 +211,22 @@ void MainWindow::cancelQuantization()
     m_quantJobs->cancel();
 }
 
+void MainWindow::keepResultsOfBefore()
+{
+    if (!m_reportView->dropPartialReport())
+        return;
+    const nlohmann::json& report = m_reportView->report();
+    if (report.is_null()) {
+        m_layerModel->setReport(nlohmann::json());
+        showMetricColumns(false);
+    } else {
+        m_layerModel->setReport(report);
+    }
+}
+
 void MainWindow::onQuantFailed(const Error& error, const QString& what)
 {
+    keepResultsOfBefore();
     Q_EMIT quantizationStopped();
     if (error.code == ErrorCode::Cancelled)
         return;

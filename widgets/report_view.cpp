@@ -449,7 +449,11 @@ void ReportView::setRunning(const QString& what)
 void ReportView::updateSummary()
 {
     const QString summary = reportSummary(m_report);
-    if (!m_running.isEmpty())
+    if (!m_running.isEmpty() && m_partial)
+        m_summary->setText(tr("Running %1… the layer errors are in; the task metric is being "
+                              "evaluated: %2")
+                               .arg(m_running, summary));
+    else if (!m_running.isEmpty())
         m_summary->setText(summary.isEmpty()
                                ? tr("Running %1… the results appear here when it ends (progress "
                                     "and time left in the status bar).")
@@ -497,8 +501,28 @@ void ReportView::endComparison(bool complete, const QString& elapsed)
                                             .arg(time));
 }
 
-void ReportView::setReport(const nlohmann::json& report)
+void ReportView::showPartialReport(const nlohmann::json& report)
 {
+    if (!m_partial)
+        m_beforePartial = m_report;
+    applyReport(report, true);
+}
+
+bool ReportView::dropPartialReport()
+{
+    if (!m_partial)
+        return false;
+    setReport(nlohmann::json(m_beforePartial));
+    return true;
+}
+
+void ReportView::setReport(const nlohmann::json& report) { applyReport(report, false); }
+
+void ReportView::applyReport(const nlohmann::json& report, bool partial)
+{
+    m_partial = partial;
+    if (!partial)
+        m_beforePartial = nullptr;
     m_report = report;
     updateSummary();
     m_sqnr->setReport(report);

@@ -47,6 +47,12 @@ public:
 
     /// Shows a report.json (replaces the one shown; the selected layer stays when it exists).
     void setReport(const nlohmann::json& report);
+    /// Shows the report of a run still going (layers and throughput, no metric yet): as
+    /// setReport(), and the summary line says the metric is still being evaluated.
+    void showPartialReport(const nlohmann::json& report);
+    /// A run whose partial report is on screen ended without its report (cancelled, failed):
+    /// shows the report from before it again. False when no partial report is shown.
+    bool dropPartialReport();
     /// Shows a comparison {"runs": [report, ...]} in the Compare tab.
     void setComparison(const nlohmann::json& comparison);
     /// Starts a comparison of `total` schemes: the Compare tab empties and then grows by
@@ -142,6 +148,7 @@ private:
     void updateHistogram();
     void updatePareto();
     void updateSummary();
+    void applyReport(const nlohmann::json& report, bool partial);
     void onHistorySelectionChanged();
 
     QLabel* m_summary;
@@ -170,6 +177,8 @@ private:
     int m_compareTotal = 0;
     bool m_comparing = false;
     QString m_running;
+    bool m_partial = false;  ///< the report shown is a run's layers before its metric
+    nlohmann::json m_beforePartial;  ///< what was on screen before the partial report
     nlohmann::json m_sensitivity;
     QString m_selected;
 };

@@ -363,6 +363,8 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             if (auto n = throughput->notes.find(row.name); n != throughput->notes.end())
                 row.note = row.note.empty() ? n->second : row.note + "; " + n->second;
         }
+        if (options.onLayers)
+            options.onLayers(report);
 
         if (eval && taskOf(model.graph) == Task::LanguageModel) {
             // One pass gives both perplexities (bit for bit evaluatePerplexity's) and the KL

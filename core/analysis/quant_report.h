@@ -15,6 +15,7 @@
 #include <c10/core/Device.h>
 
 #include <map>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -135,6 +136,9 @@ struct AnalysisOptions {
     /// perplexity change (one pass).
     bool sensitivityByKld = false;
     std::int64_t sequenceAnalysisTokens = 128;
+    /// Called once the layer errors and the throughput are in, before the task metric (the
+    /// long part on a language model), with the report so far (no metric yet); may be empty.
+    std::function<void(const QuantReport&)> onLayers;
 };
 
 /// Compares `model` (prepared from `floatGraph`) with the float graph on `analysisBatch`, and

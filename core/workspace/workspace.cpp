@@ -310,6 +310,14 @@ Result<Run> runOne(Workspace& ws, const ResolvedData& data, const quant::Scheme&
         ++state.floatEvaluations;
     analysis::AnalysisOptions options;
     options.device = detail::deviceOf(ws);
+    if (training && training->onLayers)
+        options.onLayers = [&ws, onLayers = training->onLayers](const analysis::QuantReport& r) {
+            analysis::QuantReport partial = r;
+            partial.modelPath = ws.model()->path();
+            partial.modelFormat = ws.model()->format();
+            partial.modelNote = ws.model()->note();
+            onLayers(exporting::reportToJson(partial));
+        };
     Progress analyzing = subProgress(progress, split, 1.0, "analyzing: ");
     auto report = analysis::analyze(graph, *prepared->model, data.analysisBatch(), data.eval,
                                     options, data.eval ? state.floatMetric : std::nullopt,

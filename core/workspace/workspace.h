@@ -71,6 +71,9 @@ struct RunRequest {
     /// Sensitivity: rank a language model's layers by the KL divergence of its output
     /// (AnalysisOptions::sensitivityByKld) instead of by the metric change.
     bool sensitivityByKld = false;
+    /// Called on the worker thread with report.json so far (layers, throughput; no metric yet)
+    /// once the layer errors are measured, before the task metric (may be empty).
+    std::function<void(const nlohmann::json&)> onLayers;
     /// QAT schemes: called on the worker thread after every training step (may be empty).
     std::function<void(const TrainingPoint&)> onTrainingStep;
     /// QAT schemes: stops training at the next step and keeps the best checkpoint, which is

@@ -47,6 +47,8 @@ private Q_SLOTS:
     void timeLeftEstimate();
     void progressShowsElapsedWhileRunning();
     void summarySaysRunning();
+    void layerRowsBeforeTheMetric();
+    void cancelAfterLayersKeepsTheRunBefore();
     void compareTableGrowsWhileRunning();
     void schemePanelShowsTheRunOnScreen();
     void oneKernelCount();
@@ -208,6 +210,56 @@ void TestRunFeedback::summarySaysRunning()
     // The second run reused the float metric of the first, and says so.
     QVERIFY2(view->summaryText().contains(QStringLiteral("float metric reused")),
              qPrintable(view->summaryText()));
+}
+
+void TestRunFeedback::layerRowsBeforeTheMetric()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    ReportView* view = window->reportView();
+    // Each report shown while the job runs: its summary line and whether it has a metric.
+    std::vector<std::pair<QString, bool>> whileRunning;
+    connect(view, &ReportView::reportChanged, this, [&] {
+        if (window->quantJobs()->isRunning())
+            whileRunning.emplace_back(view->summaryText(),
+                                      view->report()["metric"]["quantized"].is_number());
+    });
+    runAndWait(*window, QStringLiteral("static-int8"));
+    QCOMPARE(whileRunning.size(), std::size_t{1});
+    QVERIFY(!whileRunning.front().second);  // layers and throughput, no metric yet
+    QVERIFY2(whileRunning.front().first.startsWith(
+                 QStringLiteral("Running static-int8… the layer errors are in")),
+             qPrintable(whileRunning.front().first));
+    // The finished report replaces it, with its metric.
+    QVERIFY(view->report()["metric"]["quantized"].is_number());
+    QVERIFY(view->summaryText().startsWith(QStringLiteral("static-int8: top-1")));
+    QCOMPARE(view->historyModel()->rowCount(), 1);  // the partial report is no run of its own
+}
+
+void TestRunFeedback::cancelAfterLayersKeepsTheRunBefore()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    runAndWait(*window, QStringLiteral("static-int8"));
+    const nlohmann::json before = window->currentReport();
+    const QString summaryBefore = window->reportView()->summaryText();
+    // Cancel as soon as the new run's layer rows are on screen.
+    bool cancelled = false;
+    connect(window->reportView(), &ReportView::reportChanged, this, [&] {
+        if (window->quantJobs()->isRunning() && !cancelled) {
+            cancelled = true;
+            window->cancelQuantization();
+        }
+    });
+    QSignalSpy stopped(window.get(), &MainWindow::quantizationStopped);
+    window->runScheme(QStringLiteral("w4-int4"));
+    QVERIFY(stopped.wait(60000));
+    QVERIFY(cancelled);
+    QVERIFY(window->quantJobs()->waitForWorkers(30000));
+    QTest::qWait(50);
+    QCOMPARE(window->currentReport(), before);
+    QCOMPARE(window->reportView()->summaryText(), summaryBefore);
+    QCOMPARE(window->quantPanel()->schemeText(), QStringLiteral("static-int8"));
 }
 
 void TestRunFeedback::compareTableGrowsWhileRunning()
