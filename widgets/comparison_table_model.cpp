@@ -9,6 +9,16 @@
 
 namespace bitlens::widgets {
 
+ChangeUnit changeUnitOf(const QString& metricName)
+{
+    if (metricName == QLatin1String("perplexity"))
+        return ChangeUnit::Percent;
+    if (metricName.isEmpty() || metricName == QLatin1String("top1") ||
+        metricName == QLatin1String("output_agreement"))
+        return ChangeUnit::Points;
+    return ChangeUnit::Same;
+}
+
 namespace rj = reportjson;
 
 ComparisonTableModel::ComparisonTableModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -31,10 +41,18 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
                 if (const nlohmann::json* metric = rj::object(run, "metric")) {
                     row.metric = rj::number(*metric, "quantized");
                     const auto reference = rj::number(*metric, "float");
+                    const QString name = rj::text(*metric, "name");
                     if (row.metric && reference)
-                        row.change = 100.0 * (*row.metric - *reference);
+                        switch (changeUnitOf(name)) {
+                        case ChangeUnit::Points: row.change = 100.0 * (*row.metric - *reference); break;
+                        case ChangeUnit::Percent:
+                            if (*reference != 0.0)
+                                row.change = 100.0 * (*row.metric / *reference - 1.0);
+                            break;
+                        case ChangeUnit::Same: row.change = *row.metric - *reference; break;
+                        }
                     if (metricName.isEmpty())
-                        metricName = rj::text(*metric, "name");
+                        metricName = name;
                 }
                 if (const nlohmann::json* size = rj::object(run, "size_bytes")) {
                     row.sizeBytes = rj::number(*size, "quantized");
@@ -137,7 +155,10 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
     case Metric: return row.metric ? QString::number(*row.metric, 'f', 4) : none;
     case Change:
         return row.change ? (*row.change >= 0 ? QStringLiteral("+") : QString())
-                                + QString::number(*row.change, 'f', 2)
+                                + QString::number(*row.change, 'f',
+                                                  changeUnitOf(m_metricName) == ChangeUnit::Same
+                                                      ? 4
+                                                      : 2)
                           : none;
     case Size:
         if (!row.sizeBytes)
@@ -174,7 +195,13 @@ QVariant ComparisonTableModel::headerData(int section, Qt::Orientation orientati
     switch (section) {
     case Scheme: return tr("Scheme");
     case Metric: return rj::metricTitle(m_metricName);
-    case Change: return tr("Change (points)");
+    case Change:
+        switch (changeUnitOf(m_metricName)) {
+        case ChangeUnit::Points: return tr("Change (points)");
+        case ChangeUnit::Percent: return tr("Change (%)");
+        case ChangeUnit::Same: return tr("Change");
+        }
+        return tr("Change");
     case Size: return tr("Size (quantized / float)");
     case MinSqnr: return tr("Min accumulated SQNR (dB)");
     case Throughput: return tr("Quantized samples/s");

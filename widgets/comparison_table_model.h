@@ -13,6 +13,12 @@
 
 namespace bitlens::widgets {
 
+/// How a metric's change is shown: percentage points (shares of samples: top-1, agreement),
+/// percent (perplexity changes by a ratio), or the metric's own unit (a cosine).
+enum class ChangeUnit { Points, Percent, Same };
+/// The unit of `metricName`'s change (report.json metric.name; "" is top-1's points).
+ChangeUnit changeUnitOf(const QString& metricName);
+
 /// Qt item model over the runs of `bitlens-cli compare --report`.
 class ComparisonTableModel : public QAbstractTableModel {
     Q_OBJECT
@@ -22,7 +28,7 @@ public:
     enum Column {
         Scheme,        ///< scheme.preset (or spec)
         Metric,        ///< metric.quantized, e.g. top-1 accuracy
-        Change,        ///< 100 * (quantized - float), in points
+        Change,        ///< quantized - float in changeUnitOf(metric): points, % or its own unit
         Size,          ///< size_bytes.quantized, with quantized / float
         MinSqnr,       ///< smallest layers[].sqnr_db_accumulated, dB (null = exact = infinite)
         Throughput,    ///< throughput.quantized_samples_per_s
@@ -67,6 +73,10 @@ private:
     std::vector<Row> m_rows;
     QString m_metricName;
     QString m_error;
+
+public:
+    /// The metric of the comparison shown ("top1", "perplexity", ...; "" when none).
+    QString metricName() const { return m_metricName; }
 };
 
 } // namespace bitlens::widgets

@@ -64,7 +64,15 @@ public:
         switch (section) {
         case ComparisonTableModel::Metric:
             return full.toString() == QLatin1String("Top-1 accuracy") ? tr("Top-1") : full;
-        case ComparisonTableModel::Change: return tr("Δ pts");
+        case ComparisonTableModel::Change: {
+            const auto* model = qobject_cast<const ComparisonTableModel*>(sourceModel());
+            switch (changeUnitOf(model ? model->metricName() : QString())) {
+            case ChangeUnit::Points: return tr("Δ pts");
+            case ChangeUnit::Percent: return tr("Δ %");
+            case ChangeUnit::Same: return tr("Δ");
+            }
+            return tr("Δ");
+        }
         case ComparisonTableModel::Size: return tr("Size (ratio)");
         case ComparisonTableModel::MinSqnr: return tr("Min dB");
         case ComparisonTableModel::Throughput: return tr("Samples/s");

@@ -52,6 +52,7 @@ private Q_SLOTS:
     void compareTableGrowsWhileRunning();
     void schemePanelShowsTheRunOnScreen();
     void oneKernelCount();
+    void changeInTheMetricsUnit();
     void helpMenuTexts();
     void dataPanelNamesZooData();
 
@@ -334,6 +335,30 @@ void TestRunFeedback::oneKernelCount()
     const QString cell = table.data(table.index(0, bitlens::widgets::ComparisonTableModel::Kernels))
                              .toString();
     QVERIFY2(cell.contains(QStringLiteral("1 of 2")), qPrintable(cell));
+}
+
+void TestRunFeedback::changeInTheMetricsUnit()
+{
+    using bitlens::widgets::ComparisonTableModel;
+    const auto run = [](const char* metric, double f, double q) {
+        return nlohmann::json{{"scheme", {{"spec", "w4-nf4"}}},
+                              {"metric", {{"name", metric}, {"float", f}, {"quantized", q}}},
+                              {"layers", nlohmann::json::array()}};
+    };
+    const auto change = [](const ComparisonTableModel& table) {
+        return std::make_pair(
+            table.headerData(ComparisonTableModel::Change, Qt::Horizontal).toString(),
+            table.data(table.index(0, ComparisonTableModel::Change)).toString());
+    };
+    ComparisonTableModel table;
+    table.setComparison({{"runs", {run("top1", 0.9, 0.89)}}});
+    QCOMPARE(change(table), std::make_pair(QStringLiteral("Change (points)"),
+                                           QStringLiteral("-1.00")));
+    // Perplexity 84.61 -> 85.46 is +1.00 %, not "+85 points".
+    table.setComparison({{"runs", {run("perplexity", 84.61, 85.4561)}}});
+    QCOMPARE(change(table), std::make_pair(QStringLiteral("Change (%)"), QStringLiteral("+1.00")));
+    table.setComparison({{"runs", {run("embedding_cosine", 1.0, 0.993)}}});
+    QCOMPARE(change(table), std::make_pair(QStringLiteral("Change"), QStringLiteral("-0.0070")));
 }
 
 void TestRunFeedback::helpMenuTexts()
