@@ -28,9 +28,11 @@
 #include <QLabel>
 #include <QMessageBox>
 #include <QScrollArea>
+#include <QStyle>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -120,7 +122,12 @@ MainWindow::MainWindow(QWidget* parent)
     sideScroll->setWidget(side);
     sideScroll->setWidgetResizable(true);
     sideScroll->setFrameShape(QFrame::NoFrame);
+    // As wide as the panels need (fitSidePanel): no horizontal scroll bar that hides the right
+    // edge of the scheme panel (its group size and Cancel); only the vertical one scrolls.
+    sideScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     sideScroll->setMinimumWidth(300);
+    m_sideScroll = sideScroll;
+    const int sideWidth = 360;
 
     m_leftSplitter = new QSplitter(Qt::Vertical);
     m_leftSplitter->setObjectName(QStringLiteral("leftSplitter"));
@@ -164,7 +171,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_mainSplitter->addWidget(sideScroll);
     m_mainSplitter->setStretchFactor(0, 1);
     m_mainSplitter->setStretchFactor(1, 0);
-    m_mainSplitter->setSizes({920, 360});
+    m_mainSplitter->setSizes({1280 - std::max(360, sideWidth), std::max(360, sideWidth)});
     setCentralWidget(m_mainSplitter);
 
     connect(m_quantPanel, &QuantPanel::runRequested, this, &MainWindow::runQuantization);
@@ -191,12 +198,23 @@ MainWindow::MainWindow(QWidget* parent)
         Q_EMIT quantizationStopped();
     });
 
+    // Once the panels have their contents and fonts: the side column as wide as they need.
+    QTimer::singleShot(0, this, &MainWindow::fitSidePanel);
     createMenus();
     createStatusBar();
     updateTitle();
     detectDevice();
     restoreSettings();
     updateQuantState();
+}
+
+void MainWindow::fitSidePanel()
+{
+    QWidget* side = m_sideScroll->widget();
+    side->adjustSize();
+    const int needed = std::max(side->minimumSizeHint().width(), side->sizeHint().width()) +
+                       m_sideScroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4;
+    m_sideScroll->setMinimumWidth(std::max(300, needed));
 }
 
 MainWindow::MainWindow(const QString& initialModel, QWidget* parent) : MainWindow(parent)

@@ -29,6 +29,7 @@
 
 class QAction;
 class QLabel;
+class QScrollArea;
 class QMenu;
 class QCheckBox;
 class QSortFilterProxyModel;
@@ -239,6 +240,8 @@ private:
     /// A run that ended without its report (cancelled, failed) leaves what was on screen
     /// before it, not its partial layer rows.
     void keepResultsOfBefore();
+    /// Makes the side column (scheme, model, layer and data panels) as wide as they need.
+    void fitSidePanel();
     void showMetricColumns(bool shown);
     void fitLayerColumns();
     void updateLayerCount();
@@ -277,6 +280,7 @@ private:
     std::shared_ptr<const OpenedModel> m_model;
     std::shared_ptr<QuantSession> m_session;
     QMap<QString, QString> m_overrides;
+    QScrollArea* m_sideScroll = nullptr;
     bool m_selecting = false;
     std::optional<DataInfo> m_data;
     /// A project whose model is opening: restored when that model (`first`) is on screen.

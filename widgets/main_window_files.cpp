@@ -123,6 +123,7 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
 
     // The evaluation size counts what this model reads, with its default for interactivity.
     m_quantPanel->setEvaluationFor(*m_model->model);
+    fitSidePanel();
     if (!m_data)
         m_dataPanel->showData(nullptr, QString::fromStdString(m_model->zooName));
     m_layerModel->setSummary(summary);

@@ -96,10 +96,8 @@ QuantPanel::QuantPanel(QWidget* parent)
     form->addRow(QString(), m_symmetric);
     form->addRow(QString(), m_reduceRange);
     form->addRow(tr("Calibration"), m_calibSamples);
-    auto* evalRow = new QHBoxLayout;
-    evalRow->addWidget(m_evalLimit, 1);
-    evalRow->addWidget(m_evalTokens, 1);
-    form->addRow(tr("Evaluate"), evalRow);
+    form->addRow(tr("Evaluate"), m_evalLimit);
+    form->addRow(tr("Tokens"), m_evalTokens);
     form->addRow(QString(), m_evalAll);
     form->addRow(QString(), m_evalCli);
     form->addRow(tr("CLI"), m_schemeLine);
@@ -184,7 +182,8 @@ void QuantPanel::setEvaluationUnit(EvalUnit unit, qint64 seqLen)
     }
     }
     m_evalTokens->setValue(0);
-    m_evalTokens->setVisible(unit == EvalUnit::Windows);
+    if (auto* form = qobject_cast<QFormLayout*>(layout()))
+        form->setRowVisible(m_evalTokens, unit == EvalUnit::Windows);
     updateEvaluation();
 }
 

@@ -20,6 +20,7 @@
 #include "side_panels.h"
 
 #include <QLabel>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -55,6 +56,7 @@ private Q_SLOTS:
     void changeInTheMetricsUnit();
     void helpMenuTexts();
     void dataPanelNamesZooData();
+    void sidePanelFitsItsColumn();
 
 private:
     std::unique_ptr<MainWindow> openWindow();
@@ -394,5 +396,25 @@ void TestRunFeedback::dataPanelNamesZooData()
     QVERIFY(!texts().contains(QStringLiteral("No data open")));
 }
 
+void TestRunFeedback::sidePanelFitsItsColumn()
+{
+    // At the window's default size, the scheme panel's right edge (the group size, Cancel) is
+    // not cut off by the side column: its contents are no wider than what shows of them.
+    auto window = openWindow();
+    QVERIFY(window);
+    window->resize(1280, 800);
+    QTest::qWait(100);
+    QWidget* side = window->quantPanel()->parentWidget();
+    QWidget* viewport = side->parentWidget();
+    QVERIFY(side && viewport);
+    QVERIFY2(side->width() <= viewport->width(),
+             qPrintable(QStringLiteral("side panels %1 px in a %2 px column")
+                            .arg(side->width())
+                            .arg(viewport->width())));
+    QVERIFY(window->quantPanel()->cancelButton()->geometry().right() <
+            window->quantPanel()->width());
+}
+
 QTEST_MAIN(TestRunFeedback)
 #include "test_run_feedback.moc"
+
