@@ -1,5 +1,7 @@
 #include "chart_base.h"
 
+#include <QFontMetricsF>
+
 #include <QGraphicsLineItem>
 #include <QFontMetrics>
 #include <QPen>
@@ -288,6 +290,7 @@ void ChartBase::updateLayerWindow()
     if (!m_layerAxis->labelsVisible())
         title += tr(" — labels hidden at this zoom, hover a bar for its name");
     m_layerAxis->setTitleText(title);
+    fitTitles();
     const bool scroll = visible < n;
     const int barHeight = m_layerScroll->sizeHint().height();
     chart()->setMargins(QMargins(6, 6, 6, scroll ? 6 + barHeight : 6));
@@ -426,11 +429,48 @@ void ChartBase::setRoundTicks(QValueAxis* axis, double lo, double hi, int target
     axis->setRange(lo, hi);
 }
 
-void ChartBase::setChartTitle(const QString& title) { chart()->setTitle(title); }
+namespace {
+
+/// The largest bold-or-not font from `largest` down to `smallest` points in which `text` fits
+/// `width` pixels (the smallest when none does: Qt elides it then).
+QFont fittingFont(const QString& text, int largest, int smallest, bool bold, double width)
+{
+    for (int points = largest; points > smallest; --points) {
+        const QFont font = chartFont(points, bold);
+        if (QFontMetricsF(font).horizontalAdvance(text) <= width)
+            return font;
+    }
+    return chartFont(smallest, bold);
+}
+
+} // namespace
+
+void ChartBase::setChartTitle(const QString& title)
+{
+    chart()->setTitle(title);
+    fitTitles();
+}
+
+void ChartBase::fitTitles()
+{
+    // A long title (scheme, device, batch, log-scale note) shrinks to fit the chart's width,
+    // down to 8 pt, instead of being cut to "...".
+    const double width = std::max(120.0, static_cast<double>(this->width()) - 24.0);
+    const QFont title = fittingFont(chart()->title(), 12, 8, true, width);
+    if (chart()->titleFont() != title)
+        chart()->setTitleFont(title);
+    if (m_layerAxis) {
+        const double axisWidth = std::max(120.0, chart()->plotArea().width());
+        const QFont axis = fittingFont(m_layerAxis->titleText(), 10, 7, true, axisWidth);
+        if (m_layerAxis->titleFont() != axis)
+            m_layerAxis->setTitleFont(axis);
+    }
+}
 
 void ChartBase::resizeEvent(QResizeEvent* event)
 {
     QChartView::resizeEvent(event);
+    fitTitles();
     updateLayerWindow();
     placeMessage();
     scheduleOverlayLayout();

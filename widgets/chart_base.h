@@ -102,6 +102,9 @@ protected:
     QGraphicsSimpleTextItem* addOverlayText(const QString& text);
     /// Called whenever the plot area moves or resizes: place overlay text there.
     virtual void layoutOverlays() {}
+    /// Shrinks the chart title's and the layer axis title's fonts until they fit (resize,
+    /// new title).
+    void fitTitles();
     /// Sets `axis` to [lo, hi] with ticks at round multiples (1, 2, 2.5 or 5 × 10^k) so that
     /// about `targetTicks` labels show, with as many decimals as the step needs.
     static void setRoundTicks(QValueAxis* axis, double lo, double hi, int targetTicks = 8);

@@ -15,6 +15,8 @@
 
 #include <QApplication>
 #include <QCommandLineOption>
+#include <QSize>
+#include <QTabWidget>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -23,6 +25,7 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -109,6 +112,17 @@ int main(int argc, char** argv)
                        ".safetensors or .gguf) and verify it."),
         QStringLiteral("FILE"));
     parser.addOption(exportOption);
+    const QCommandLineOption sizeOption(
+        QStringLiteral("size"),
+        QStringLiteral("Window size WIDTHxHEIGHT in pixels (e.g. 1600x1000), for screenshots."),
+        QStringLiteral("WxH"));
+    parser.addOption(sizeOption);
+    const QCommandLineOption tabsOption(
+        QStringLiteral("screenshot-tabs"),
+        QStringLiteral("Like --screenshot, but save every result tab, one PNG each, as "
+                       "PREFIX-TAB.png (tab names in lower case, spaces as dashes)."),
+        QStringLiteral("PREFIX"));
+    parser.addOption(tabsOption);
     parser.process(app);
 
     const QStringList positional = parser.positionalArguments();
@@ -119,6 +133,20 @@ int main(int argc, char** argv)
     }
     const QString model = positional.isEmpty() ? QStringLiteral("fashion-cnn") : positional.front();
     const QString screenshot = parser.value(screenshotOption);
+    const QString tabsPrefix = parser.value(tabsOption);
+    QSize size;
+    if (const QString text = parser.value(sizeOption); !text.isEmpty()) {
+        const QStringList parts = text.split(QLatin1Char('x'));
+        bool okW = false;
+        bool okH = false;
+        if (parts.size() == 2)
+            size = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
+        if (!okW || !okH || size.width() < 320 || size.height() < 240) {
+            std::fprintf(stderr, "error: --size takes WIDTHxHEIGHT (at least 320x240), got %s\n",
+                         qPrintable(text));
+            return 2;
+        }
+    }
     const QStringList schemes = parser.values(schemeOption);
     const QString data = parser.value(dataOption);
     const QString exportFile = parser.value(exportOption);
@@ -218,16 +246,47 @@ int main(int argc, char** argv)
         QObject::connect(&window, &bitlens::widgets::MainWindow::dataLoaded, &window,
                          runWhenReady);
     }
-    if (!screenshot.isEmpty()) {
+    if (!screenshot.isEmpty() || !tabsPrefix.isEmpty()) {
         // A message box is a separate window that grab() would miss: report on stderr instead.
         window.setDialogsEnabled(false);
         auto exitCode = std::make_shared<int>(0);
         auto saved = std::make_shared<bool>(false);
-        // Once every requested job ended, let the window lay out and paint, then grab it.
-        const auto saveWhenIdle = [&window, screenshot, exitCode, saved] {
+        // Once every requested job ended, let the window lay out and paint, then grab it (or
+        // each result tab in turn, 300 ms apart so that charts lay out).
+        const auto saveWhenIdle = [&window, screenshot, tabsPrefix, exitCode, saved] {
             if (window.isBusy() || *saved)
                 return;
             *saved = true;
+            if (!tabsPrefix.isEmpty()) {
+                QTabWidget* tabs = window.reportView()->tabs();
+                auto index = std::make_shared<int>(0);
+                auto step = std::make_shared<std::function<void()>>();
+                *step = [&window, tabs, tabsPrefix, exitCode, index, step] {
+                    if (*index > 0) {
+                        const QString name = tabs->tabText(*index - 1)
+                                                 .remove(QLatin1Char('&'))
+                                                 .toLower()
+                                                 .replace(QLatin1Char(' '), QLatin1Char('-'));
+                        const QString file = tabsPrefix + QLatin1Char('-') + name +
+                                             QStringLiteral(".png");
+                        if (!window.grab().save(file, "PNG")) {
+                            std::fprintf(stderr, "error: %s: cannot write the screenshot\n",
+                                         qPrintable(file));
+                            QApplication::exit(kExitRuntime);
+                            return;
+                        }
+                        std::fprintf(stderr, "bitlens: saved %s\n", qPrintable(file));
+                    }
+                    if (*index >= tabs->count()) {
+                        QApplication::exit(*exitCode);
+                        return;
+                    }
+                    tabs->setCurrentIndex((*index)++);
+                    QTimer::singleShot(300, &window, *step);
+                };
+                QTimer::singleShot(300, &window, *step);
+                return;
+            }
             QTimer::singleShot(300, &window, [&window, screenshot, exitCode] {
                 if (!window.grab().save(screenshot, "PNG")) {
                     std::fprintf(stderr, "error: %s: cannot write the screenshot\n",
@@ -259,6 +318,8 @@ int main(int argc, char** argv)
                              saveWhenIdle();
                          });
     }
+    if (size.isValid())
+        window.resize(size);
     window.show();
     if (!data.isEmpty()) {
         // Text data is cut by the model's tokenizer: open it once the model is there (a large

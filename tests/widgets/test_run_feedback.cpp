@@ -19,6 +19,8 @@
 #include "report_view.h"
 #include "side_panels.h"
 
+#include <QChart>
+#include <QFontMetricsF>
 #include <QLabel>
 #include <QPushButton>
 #include <QSettings>
@@ -57,6 +59,7 @@ private Q_SLOTS:
     void helpMenuTexts();
     void dataPanelNamesZooData();
     void sidePanelFitsItsColumn();
+    void longChartTitlesShrinkToFit();
 
 private:
     std::unique_ptr<MainWindow> openWindow();
@@ -413,6 +416,33 @@ void TestRunFeedback::sidePanelFitsItsColumn()
                             .arg(viewport->width())));
     QVERIFY(window->quantPanel()->cancelButton()->geometry().right() <
             window->quantPanel()->width());
+}
+
+void TestRunFeedback::longChartTitlesShrinkToFit()
+{
+    bitlens::widgets::ThroughputChart chart;
+    chart.resize(560, 360);
+    chart.show();
+    const nlohmann::json report = {
+        {"scheme", {{"spec", "w4-int4:group=128,sym=true,method=gptq with overrides lm_head=float"}}},
+        {"layers", nlohmann::json::array()},
+        {"throughput",
+         {{"device", "cpu"}, {"batch", 1}, {"float_samples_per_s", 100.0},
+          {"quantized_samples_per_s", 120.0}, {"kernels", nlohmann::json::object()}}}};
+    chart.setReport(report);
+    QTest::qWait(50);
+    const QString title = chart.chart()->title();
+    const QFont font = chart.chart()->titleFont();
+    QVERIFY2(font.pointSize() < 12, qPrintable(title));  // shrunk from the default 12 pt
+    QVERIFY2(font.pointSize() == 8 ||
+                 QFontMetricsF(font).horizontalAdvance(title) <= chart.width() - 24,
+             qPrintable(QStringLiteral("%1 at %2 pt").arg(title).arg(font.pointSize())));
+    // A short one stays at 12 pt.
+    chart.resize(1400, 360);
+    QTest::qWait(50);
+    QVERIFY(chart.chart()->titleFont().pointSize() >
+                font.pointSize() ||
+            QFontMetricsF(chart.chart()->titleFont()).horizontalAdvance(title) <= 1400 - 24);
 }
 
 QTEST_MAIN(TestRunFeedback)
