@@ -54,6 +54,8 @@ QTableWidget* makeTable(const QStringList& headers)
     table->setWordWrap(false);
     // Compact rows so every flag fits without scrolling.
     table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
+    // Headers whole before any row arrives ("Matmul 512×512×512" was cut to ":mul 512×5…").
+    table->resizeColumnsToContents();
     return table;
 }
 

@@ -55,6 +55,8 @@ public:
     QLabel* isaLabel() const { return m_isaLabel; }
     /// The table of flags (flag, present, used by the own kernels now, meaning).
     QTableWidget* flagTable() const { return m_flagTable; }
+    /// The measured matmul rates (empty until Measure).
+    QTableWidget* rateTable() const { return m_rateTable; }
     /// Rates of the last measurement (empty before one finished).
     std::vector<MatmulRate> rates() const { return m_rates; }
     /// True while a measurement runs.

@@ -9,6 +9,7 @@
 
 #include "chart_throughput.h"
 #include "comparison_table_model.h"
+#include "hardware_panel.h"
 #include "help_dialogs.h"
 #include "job_progress_widget.h"
 #include "job_runner.h"
@@ -21,7 +22,9 @@
 
 #include <QChart>
 #include <QFontMetricsF>
+#include <QHeaderView>
 #include <QLabel>
+#include <QTableWidget>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -60,6 +63,7 @@ private Q_SLOTS:
     void dataPanelNamesZooData();
     void sidePanelFitsItsColumn();
     void longChartTitlesShrinkToFit();
+    void hardwareTableHeadersWhole();
 
 private:
     std::unique_ptr<MainWindow> openWindow();
@@ -443,6 +447,25 @@ void TestRunFeedback::longChartTitlesShrinkToFit()
     QVERIFY(chart.chart()->titleFont().pointSize() >
                 font.pointSize() ||
             QFontMetricsF(chart.chart()->titleFont()).horizontalAdvance(title) <= 1400 - 24);
+}
+
+void TestRunFeedback::hardwareTableHeadersWhole()
+{
+    bitlens::widgets::HardwarePanel panel;
+    panel.resize(1200, 900);
+    panel.show();
+    QTest::qWait(50);
+    for (QTableWidget* table : {panel.flagTable(), panel.formatTable(), panel.rateTable()}) {
+        QHeaderView* header = table->horizontalHeader();
+        for (int c = 0; c < table->columnCount() - 1; ++c) {  // the last one stretches
+            const QString text = table->horizontalHeaderItem(c)->text();
+            const int needed = header->fontMetrics().horizontalAdvance(text);
+            QVERIFY2(header->sectionSize(c) >= needed,
+                     qPrintable(QStringLiteral("\"%1\": %2 px for %3").arg(text)
+                                    .arg(header->sectionSize(c))
+                                    .arg(needed)));
+        }
+    }
 }
 
 QTEST_MAIN(TestRunFeedback)
