@@ -59,7 +59,10 @@ void LayerLatencyChart::build(const nlohmann::json& report)
         }
     }
     if (m_names.isEmpty()) {
-        showMessage(tr("No data: the report has no per-layer times (measured on CPU only)"));
+        showMessage(report.is_object() && report.contains("layers")
+                        ? tr("No data: the report has no per-layer times (measured on CPU only)")
+                        : tr("No data yet: run a scheme (Run, Ctrl+R) to time each layer in the "
+                             "float and the quantized model"));
         return;
     }
     clearChart();

@@ -52,7 +52,10 @@ void MemoryChart::build(const nlohmann::json& report)
         }
     }
     if (m_names.isEmpty()) {
-        showMessage(tr("No data: the report has no per-layer byte counts"));
+        showMessage(report.is_object() && report.contains("layers")
+                        ? tr("No data: the report has no per-layer byte counts")
+                        : tr("No data yet: run a scheme (Run, Ctrl+R) to see each layer's "
+                             "float32 and quantized bytes"));
         return;
     }
     clearChart();

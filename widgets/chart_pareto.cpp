@@ -117,7 +117,9 @@ void ParetoChart::rebuild()
         if (std::isfinite(cost(run)))
             m_shown.push_back(run);
     if (m_shown.empty()) {
-        showMessage(m_data.empty() ? tr("No data: the compare file has no runs with a metric")
+        showMessage(m_data.empty() ? tr("No data yet: run schemes (Run, or Compare all schemes) "
+                                        "to weigh the metric against the %1")
+                                         .arg(costTitle.toLower())
                                    : tr("No data: the runs have no %1").arg(costTitle.toLower()));
         return;
     }

@@ -59,7 +59,10 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
                                rj::number(layer, "sqnr_db")});
         }
     if (entries.empty()) {
-        showMessage(tr("No data: the sensitivity file has no layers"));
+        showMessage(sensitivity.is_object() && sensitivity.contains("layers")
+                        ? tr("No data: the sensitivity file has no layers")
+                        : tr("No data yet: press “Run sensitivity” to quantize each layer alone "
+                             "and rank the layers by how much the metric drops"));
         return;
     }
     clearChart();

@@ -92,7 +92,10 @@ void ThroughputChart::build(const nlohmann::json& report)
     const auto quantizedRate = throughput ? rj::number(*throughput, "quantized_samples_per_s")
                                           : std::optional<double>();
     if (!floatRate || !quantizedRate) {
-        showMessage(tr("No data: the report has no throughput measurement"));
+        showMessage(report.is_object() && report.contains("layers")
+                        ? tr("No data: the report has no throughput measurement")
+                        : tr("No data yet: run a scheme (Run, Ctrl+R) to measure float and "
+                             "quantized samples per second side by side"));
         return;
     }
     clearChart();

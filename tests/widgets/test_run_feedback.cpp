@@ -7,6 +7,7 @@
 // versions and the CPU; the data panel names the zoo model's own data. Models and data are
 // written by the test (no zoo build).
 
+#include "chart_base.h"
 #include "chart_throughput.h"
 #include "comparison_table_model.h"
 #include "hardware_panel.h"
@@ -64,6 +65,7 @@ private Q_SLOTS:
     void sidePanelFitsItsColumn();
     void longChartTitlesShrinkToFit();
     void hardwareTableHeadersWhole();
+    void emptyChartsSayWhatToDo();
 
 private:
     std::unique_ptr<MainWindow> openWindow();
@@ -465,6 +467,28 @@ void TestRunFeedback::hardwareTableHeadersWhole()
                                     .arg(header->sectionSize(c))
                                     .arg(needed)));
         }
+    }
+}
+
+void TestRunFeedback::emptyChartsSayWhatToDo()
+{
+    // The window before any run: every chart says what fills it, not what a report lacks.
+    MainWindow window;
+    ReportView* view = window.reportView();
+    const QList<bitlens::widgets::ChartBase*> charts = view->findChildren<bitlens::widgets::ChartBase*>();
+    QVERIFY(charts.size() >= 7);
+    for (const bitlens::widgets::ChartBase* chart : charts) {
+        if (chart->message().isEmpty())
+            continue;  // a teaching chart that draws without a run
+        QVERIFY2(chart->message().startsWith(QStringLiteral("No data yet: ")) ||
+                     !chart->message().contains(QStringLiteral("has no")),
+                 qPrintable(chart->objectName() + QStringLiteral(": ") + chart->message()));
+    }
+    for (const char* name : {"memoryChart", "latencyChart", "throughputChart", "sqnrChart"}) {
+        const auto* chart = view->findChild<bitlens::widgets::ChartBase*>(QLatin1String(name));
+        QVERIFY2(chart, name);
+        QVERIFY2(chart->message().startsWith(QStringLiteral("No data yet: run a scheme")),
+                 qPrintable(chart->message()));
     }
 }
 
