@@ -360,6 +360,11 @@ void HistogramChart::build()
             m_calibratorLines.push_back(line);
         }
     }
+    // Six entries (the histogram, the observer's clip, four calibrators) do not fit in one row
+    // under a chart half the window wide (they were cut to "Flo… mi… mi… per…"): with the
+    // overlay the legend stands to the right, one entry per line.
+    chart()->legend()->setAlignment(m_calibratorLines.empty() ? Qt::AlignBottom : Qt::AlignRight);
+    chart()->legend()->setShowToolTips(true);
 }
 
 void HistogramChart::onHistogramHovered(const QPointF& point, bool state)

@@ -181,8 +181,11 @@ void ParetoChart::rebuild()
         yLo = std::min(yLo, run.metric);
         yHi = std::max(yHi, run.metric);
     }
-    const double xPad = std::max(1e-6, (xHi - xLo) * 0.12);
-    const double yPad = std::max(1e-4, (yHi - yLo) * 0.15);
+    // Runs that (nearly) agree still get a readable span: at least 5 % of the cost and 1 % of
+    // the metric around them (one run spanned 0.92590-0.92610 before).
+    const double xPad = std::max({1e-6, (xHi - xLo) * 0.12, 0.05 * std::abs(xHi)});
+    const double yPad =
+        std::max({1e-4, (yHi - yLo) * 0.15, 0.01 * std::max(std::abs(yLo), std::abs(yHi))});
     QValueAxis* axisX = addValueAxis(costTitle, Qt::AlignBottom);
     // Few x ticks: the chart shares the Compare tab with the table at 1280x800.
     setRoundTicks(axisX, std::max(0.0, xLo - xPad), xHi + xPad, 5);

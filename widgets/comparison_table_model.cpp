@@ -44,7 +44,9 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
                     const QString name = rj::text(*metric, "name");
                     if (row.metric && reference)
                         switch (changeUnitOf(name)) {
-                        case ChangeUnit::Points: row.change = 100.0 * (*row.metric - *reference); break;
+                        case ChangeUnit::Points:
+                            row.change = 100.0 * (*row.metric - *reference);
+                            break;
                         case ChangeUnit::Percent:
                             if (*reference != 0.0)
                                 row.change = 100.0 * (*row.metric / *reference - 1.0);

@@ -43,9 +43,9 @@ QString aboutText()
              present.isEmpty() ? QObject::tr("none of the vector extensions")
                                : present.join(QStringLiteral(" ")),
              QString::fromStdString(facts.isaLevel), QString::fromStdString(facts.hardwareIsaLevel),
-             facts.isaNote.empty()
-                 ? QString()
-                 : QStringLiteral(" (%1)").arg(QString::fromStdString(facts.isaNote).toHtmlEscaped()));
+             facts.isaNote.empty() ? QString()
+                                   : QStringLiteral(" (%1)").arg(
+                                         QString::fromStdString(facts.isaNote).toHtmlEscaped()));
 }
 
 QString chartGuideMarkdown()

@@ -81,6 +81,16 @@ MainWindow::MainWindow(QWidget* parent)
     m_proxy->setSortRole(LayerTableModel::SortRole);
     m_table->setObjectName(QStringLiteral("layerTable"));
     m_table->setModel(m_proxy);
+    // The Scheme column follows what it shows: "nf4 / float32" after a run, "float32 (kept)"
+    // for an override (was cut to "float…kept)").
+    const auto fitScheme = [this] {
+        m_table->resizeColumnToContents(LayerTableModel::Scheme);
+        m_table->setColumnWidth(LayerTableModel::Scheme,
+                                std::min(m_table->columnWidth(LayerTableModel::Scheme) + 16,
+                                         kMaxColumnWidth));
+    };
+    connect(m_proxy, &QAbstractItemModel::dataChanged, this, fitScheme);
+    connect(m_proxy, &QAbstractItemModel::modelReset, this, fitScheme);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_table->setContextMenuPolicy(Qt::CustomContextMenu);

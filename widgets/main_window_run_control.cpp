@@ -16,14 +16,14 @@
 #include "report_view.h"
 #include "training_view.h"
 
-#include <memory>
-
 #include <QAction>
 #include <QDateTime>
 #include <QElapsedTimer>
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
+
+#include <memory>
 
 namespace bitlens::widgets {
 

@@ -27,7 +27,8 @@ const QString kDefault = QStringLiteral("preset default");
 QuantPanel::QuantPanel(QWidget* parent)
     : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_observer(new QComboBox),
       m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
-      m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))), m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all of the data"))),
+      m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))),
+      m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all of the data"))),
       m_evalLimit(new QSpinBox), m_evalTokens(new QSpinBox), m_evalCli(new QLabel),
       m_schemeLine(new QLineEdit), m_run(new QPushButton(tr("Run"))),
       m_cancel(new QPushButton(tr("Cancel"))),
@@ -147,7 +148,6 @@ void QuantPanel::setEvaluationFor(const Model& model)
 void QuantPanel::setEvaluationUnit(EvalUnit unit, qint64 seqLen)
 {
     m_unit = unit;
-    m_seqLen = seqLen;
     const QSignalBlocker blockLimit(m_evalLimit);
     const QSignalBlocker blockTokens(m_evalTokens);
     switch (unit) {

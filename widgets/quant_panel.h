@@ -131,7 +131,6 @@ private:
     QSpinBox* m_evalTokens;
     QLabel* m_evalCli;
     EvalUnit m_unit = EvalUnit::Samples;
-    qint64 m_seqLen = 0;
     QLineEdit* m_schemeLine;
     QPushButton* m_run;
     QPushButton* m_cancel;

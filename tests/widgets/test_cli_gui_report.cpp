@@ -2,9 +2,10 @@
 // window's run (the model opened as File > Open Model opens it, the request the Quantize panel
 // makes with its default evaluation size for that model, widgets::runQuantization) against
 // `bitlens-cli quantize MODEL --scheme S <the panel's evaluation flags> --report cli.json`,
-// compared key by key, on an image classifier, a language model and a sentence encoder. Only measured timings are left out:
-// kTimingKeys names them, and kTimingNote the layer notes made of measured milliseconds. Both go through core/workspace; the test fails as soon as one front
-// end prepares, feeds or reports a run differently.
+// compared key by key, on an image classifier, a language model and a sentence encoder. Only
+// measured timings are left out: kTimingKeys names them, and kTimingNote the layer notes made
+// of measured milliseconds. Both go through core/workspace; the test fails as soon as one
+// front end prepares, feeds or reports a run differently.
 
 #include "model_loader.h"
 #include "quant_job.h"
@@ -119,7 +120,8 @@ void TestCliGuiReport::sameReport_data()
     const QString cnn = QStringLiteral("fashion-cnn");
     QTest::newRow("static-int8") << cnn << QStringLiteral("static-int8") << QString();
     // The GUI's "float32" and the scheme file's "float" both keep a layer float32.
-    QTest::newRow("w4-int4, fc1 float") << cnn << QStringLiteral("w4-int4") << QStringLiteral("fc1");
+    QTest::newRow("w4-int4, fc1 float")
+        << cnn << QStringLiteral("w4-int4") << QStringLiteral("fc1");
     // The window's default evaluation of a language model (token windows, --limit N) and of
     // an encoder (lines).
     QTest::newRow("kjv-llama w4-nf4") << QStringLiteral("kjv-llama") << QStringLiteral("w4-nf4")

@@ -8,11 +8,13 @@
 // written by the test (no zoo build).
 
 #include "chart_base.h"
+#include "chart_pareto.h"
 #include "chart_throughput.h"
 #include "comparison_table_model.h"
 #include "hardware_panel.h"
 #include "help_dialogs.h"
 #include "job_progress_widget.h"
+#include "layer_table_model.h"
 #include "job_runner.h"
 #include "main_window.h"
 #include "model_fixtures.h"
@@ -22,9 +24,11 @@
 #include "side_panels.h"
 
 #include <QChart>
+#include <QValueAxis>
 #include <QFontMetricsF>
 #include <QHeaderView>
 #include <QLabel>
+#include <QTableView>
 #include <QTableWidget>
 #include <QPushButton>
 #include <QSettings>
@@ -66,6 +70,9 @@ private Q_SLOTS:
     void longChartTitlesShrinkToFit();
     void hardwareTableHeadersWhole();
     void emptyChartsSayWhatToDo();
+    void compareTableSortsBySchemeName();
+    void paretoOfOneRunHasAReadableSpan();
+    void overrideCellIsWhole();
 
 private:
     std::unique_ptr<MainWindow> openWindow();
@@ -124,7 +131,8 @@ void TestRunFeedback::evaluationSizeFollowsTheModel()
     // Images: the first 2,000 samples, which the CLI takes as --limit 2000.
     QCOMPARE(panel.evaluationUnit(), QuantPanel::EvalUnit::Samples);
     QCOMPARE(panel.evalLimit(), QuantPanel::kDefaultEvalSamples);
-    QCOMPARE(panel.evalCliFlags(), QStringList({QStringLiteral("--limit"), QStringLiteral("2000")}));
+    QCOMPARE(panel.evalCliFlags(),
+             QStringList({QStringLiteral("--limit"), QStringLiteral("2000")}));
     QVERIFY(panel.evalCliLabel()->text().contains(QStringLiteral("--limit 2000")));
     QVERIFY(!panel.evalTokensBox()->isVisibleTo(&panel));
     panel.setEvaluateAll(true);
@@ -142,7 +150,8 @@ void TestRunFeedback::evaluationSizeFollowsTheModel()
     QCOMPARE(panel.evalTokens(), 0);
     panel.evalTokensBox()->setValue(4096);
     QCOMPARE(panel.evalTokens(), 4096);
-    QCOMPARE(panel.evalCliFlags(), QStringList({QStringLiteral("--tokens"), QStringLiteral("4096")}));
+    QCOMPARE(panel.evalCliFlags(),
+             QStringList({QStringLiteral("--tokens"), QStringLiteral("4096")}));
     QVERIFY(!panel.evalLimitBox()->isEnabled());  // the budget decides the windows
     panel.evalTokensBox()->setValue(0);
     panel.evalLimitBox()->setValue(0);
@@ -375,7 +384,8 @@ void TestRunFeedback::changeInTheMetricsUnit()
 void TestRunFeedback::helpMenuTexts()
 {
     const QString guide = bitlens::widgets::chartGuideMarkdown();
-    QVERIFY2(guide.startsWith(QStringLiteral("## How to read the charts")), qPrintable(guide.left(200)));
+    QVERIFY2(guide.startsWith(QStringLiteral("## How to read the charts")),
+             qPrintable(guide.left(200)));
     for (const char* chart : {"SQNR per layer", "Layer map", "Memory", "Throughput", "Compare",
                               "Sensitivity"})
         QVERIFY2(guide.contains(QLatin1String(chart)), chart);
@@ -430,7 +440,8 @@ void TestRunFeedback::longChartTitlesShrinkToFit()
     chart.resize(560, 360);
     chart.show();
     const nlohmann::json report = {
-        {"scheme", {{"spec", "w4-int4:group=128,sym=true,method=gptq with overrides lm_head=float"}}},
+        {"scheme",
+         {{"spec", "w4-int4:group=128,sym=true,method=gptq with overrides lm_head=float"}}},
         {"layers", nlohmann::json::array()},
         {"throughput",
          {{"device", "cpu"}, {"batch", 1}, {"float_samples_per_s", 100.0},
@@ -475,9 +486,10 @@ void TestRunFeedback::emptyChartsSayWhatToDo()
     // The window before any run: every chart says what fills it, not what a report lacks.
     MainWindow window;
     ReportView* view = window.reportView();
-    const QList<bitlens::widgets::ChartBase*> charts = view->findChildren<bitlens::widgets::ChartBase*>();
+    using bitlens::widgets::ChartBase;
+    const QList<ChartBase*> charts = view->findChildren<ChartBase*>();
     QVERIFY(charts.size() >= 7);
-    for (const bitlens::widgets::ChartBase* chart : charts) {
+    for (const ChartBase* chart : charts) {
         if (chart->message().isEmpty())
             continue;  // a teaching chart that draws without a run
         QVERIFY2(chart->message().startsWith(QStringLiteral("No data yet: ")) ||
@@ -485,11 +497,76 @@ void TestRunFeedback::emptyChartsSayWhatToDo()
                  qPrintable(chart->objectName() + QStringLiteral(": ") + chart->message()));
     }
     for (const char* name : {"memoryChart", "latencyChart", "throughputChart", "sqnrChart"}) {
-        const auto* chart = view->findChild<bitlens::widgets::ChartBase*>(QLatin1String(name));
+        const auto* chart = view->findChild<ChartBase*>(QLatin1String(name));
         QVERIFY2(chart, name);
         QVERIFY2(chart->message().startsWith(QStringLiteral("No data yet: run a scheme")),
                  qPrintable(chart->message()));
     }
+}
+
+void TestRunFeedback::compareTableSortsBySchemeName()
+{
+    ReportView view;
+    nlohmann::json runs = nlohmann::json::array();
+    for (const char* spec : {"w4-int4", "dynamic-int8", "fp16"})
+        runs.push_back({{"scheme", {{"spec", spec}, {"preset", spec}}},
+                        {"metric", {{"name", "top1"}, {"float", 0.9}, {"quantized", 0.89}}},
+                        {"layers", nlohmann::json::array()}});
+    view.setComparison({{"runs", runs}});
+    QTableView* table = view.comparisonTable();
+    const auto column = [table] {
+        QStringList names;
+        for (int r = 0; r < table->model()->rowCount(); ++r)
+            names << table->model()->index(r, 0).data().toString();
+        return names;
+    };
+    // As a click on the Scheme header does it.
+    table->horizontalHeader()->setSortIndicator(0, Qt::AscendingOrder);
+    QCOMPARE(column(), QStringList({QStringLiteral("dynamic-int8"), QStringLiteral("fp16"),
+                                    QStringLiteral("w4-int4")}));
+    table->horizontalHeader()->setSortIndicator(0, Qt::DescendingOrder);
+    QCOMPARE(column(), QStringList({QStringLiteral("w4-int4"), QStringLiteral("fp16"),
+                                    QStringLiteral("dynamic-int8")}));
+}
+
+void TestRunFeedback::paretoOfOneRunHasAReadableSpan()
+{
+    bitlens::widgets::ParetoChart chart;
+    chart.resize(600, 400);
+    chart.setComparison(
+        {{"runs",
+          {{{"scheme", {{"spec", "static-int8"}, {"preset", "static-int8"}}},
+            {"metric", {{"name", "top1"}, {"float", 0.9260}, {"quantized", 0.9260}}},
+            {"size_bytes", {{"float", 1690000}, {"quantized", 423000}}},
+            {"layers", nlohmann::json::array()}}}}});
+    QVERIFY(chart.hasData());
+    const auto axes = chart.chart()->axes(Qt::Vertical);
+    QCOMPARE(axes.size(), 1);
+    const auto* y = qobject_cast<QValueAxis*>(axes.front());
+    QVERIFY(y);
+    // One run (and the float point at the same accuracy): not 0.92590-0.92610.
+    QVERIFY2(y->max() - y->min() >= 0.015,
+             qPrintable(QStringLiteral("%1 to %2").arg(y->min()).arg(y->max())));
+}
+
+void TestRunFeedback::overrideCellIsWhole()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    QVERIFY(window->setLayerOverride(QStringLiteral("fc"), QStringLiteral("float")));
+    using bitlens::widgets::LayerTableModel;
+    LayerTableModel* model = window->layerModel();
+    const QModelIndex cell =
+        model->index(model->rowOf(QStringLiteral("fc")), LayerTableModel::Scheme);
+    const QString text = cell.data().toString();
+    QCOMPARE(text, QStringLiteral("float32 (kept)"));
+    QFont font = window->layerTable()->font();
+    font.setBold(true);  // overrides are bold
+    const int needed = QFontMetrics(font).horizontalAdvance(text);
+    QVERIFY2(window->layerTable()->columnWidth(LayerTableModel::Scheme) >= needed,
+             qPrintable(QStringLiteral("%1 px for %2 px of text")
+                            .arg(window->layerTable()->columnWidth(LayerTableModel::Scheme))
+                            .arg(needed)));
 }
 
 QTEST_MAIN(TestRunFeedback)
