@@ -557,6 +557,12 @@ void ReportView::setComparison(const nlohmann::json& comparison)
     m_comparison = comparison;
     m_compareModel->setComparison(comparison);
     updatePareto();
+    // A compare file opened (not a comparison running here): say where the rows come from.
+    if (!m_comparing && comparison.is_object() && comparison.contains("runs") &&
+        comparison["runs"].is_array() && !comparison["runs"].empty())
+        m_compareStatus->setText(tr("%1 schemes from a compare report; “Compare all schemes” "
+                                    "runs them on the open model.")
+                                     .arg(comparison["runs"].size()));
 }
 
 void ReportView::setSensitivity(const nlohmann::json& sensitivity)

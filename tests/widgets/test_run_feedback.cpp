@@ -521,6 +521,9 @@ void TestRunFeedback::compareTableSortsBySchemeName()
         return names;
     };
     // As a click on the Scheme header does it.
+    QVERIFY2(view.compareStatus()->text().startsWith(
+                 QStringLiteral("3 schemes from a compare report")),
+             qPrintable(view.compareStatus()->text()));
     table->horizontalHeader()->setSortIndicator(0, Qt::AscendingOrder);
     QCOMPARE(column(), QStringList({QStringLiteral("dynamic-int8"), QStringLiteral("fp16"),
                                     QStringLiteral("w4-int4")}));
