@@ -132,8 +132,8 @@ void TestMainWindow::opensModel()
     QSignalSpy loaded(&window, &MainWindow::modelLoaded);
     QVERIFY(window.isBusy());
     QVERIFY(window.jobProgress()->isVisible());
-    QVERIFY2(window.jobProgress()->text().startsWith(
-                 QStringLiteral("Opening small.onnx · 0:00 elapsed")),
+    QVERIFY2(window.jobProgress()->text().startsWith(QStringLiteral("Opening small.onnx · ")) &&
+                 window.jobProgress()->text().contains(QStringLiteral(" elapsed")),
              qPrintable(window.jobProgress()->text()));
     QVERIFY(loaded.wait(30000));
     QCOMPARE(loaded.size(), 1);
