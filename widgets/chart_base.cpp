@@ -455,7 +455,9 @@ void ChartBase::fitTitles()
 {
     // A long title (scheme, device, batch, log-scale note) shrinks to fit the chart's width,
     // down to 8 pt, instead of being cut to "...".
-    const double width = std::max(120.0, static_cast<double>(this->width()) - 24.0);
+    // Qt lays the title out narrower than the view (margins, and its own elision slack): keep
+    // a tenth in hand.
+    const double width = std::max(120.0, 0.9 * (static_cast<double>(this->width()) - 24.0));
     const QFont title = fittingFont(chart()->title(), 12, 8, true, width);
     if (chart()->titleFont() != title)
         chart()->setTitleFont(title);

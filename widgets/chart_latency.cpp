@@ -72,8 +72,7 @@ void LayerLatencyChart::build(const nlohmann::json& report)
         device = rj::text(*throughput, "device");
     // Short: the chart shares the Throughput tab with the whole-model chart.
     const bool log = hasOutlier(m_float) || hasOutlier(m_quantized);
-    setChartTitle(log ? tr("Latency per layer — %1 — log scale: the slowest layer is %2x the "
-                           "median")
+    setChartTitle(log ? tr("Latency per layer — %1 — log scale (slowest %2x median)")
                             .arg(rj::schemeName(report))
                             .arg(std::max(outlierRatio(m_float), outlierRatio(m_quantized)), 0,
                                  'f', 0)
