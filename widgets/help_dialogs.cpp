@@ -1,6 +1,7 @@
 #include "help_dialogs.h"
 
 #include "analysis/hardware.h"
+#include "kernels/cpu_features.h"
 
 #include <QApplication>
 #include <QDialog>
@@ -16,13 +17,15 @@ namespace bitlens::widgets {
 
 QString aboutText()
 {
-    const analysis::HardwareFacts facts = analysis::probeHardware();
+    // cpuid only: probeHardware() would also wake the CUDA driver (seconds) on the GUI thread.
     QStringList present;
-    for (const analysis::CpuFlagFact& flag : facts.flags)
+    for (const analysis::CpuFlagFact& flag : analysis::cpuFlagFacts())
         if (flag.present)
             present << QString::fromStdString(flag.name);
-    const QString cpu = facts.cpuModel.empty() ? QObject::tr("(cpuid gives no model name)")
-                                               : QString::fromStdString(facts.cpuModel);
+    const std::string model = kernels::cpuModelName();
+    const QString cpu = model.empty() ? QObject::tr("(cpuid gives no model name)")
+                                      : QString::fromStdString(model);
+    const std::string isaNote = kernels::isaOverrideNote();
     return QObject::tr(
                "<h3>BitLens %1</h3>"
                "<p>A quantization explorer for neural networks: open a model and calibration "
@@ -42,10 +45,11 @@ QString aboutText()
              cpu.toHtmlEscaped(),
              present.isEmpty() ? QObject::tr("none of the vector extensions")
                                : present.join(QStringLiteral(" ")),
-             QString::fromStdString(facts.isaLevel), QString::fromStdString(facts.hardwareIsaLevel),
-             facts.isaNote.empty() ? QString()
-                                   : QStringLiteral(" (%1)").arg(
-                                         QString::fromStdString(facts.isaNote).toHtmlEscaped()));
+             QString::fromLatin1(kernels::isaName(kernels::isaLevel())),
+             QString::fromLatin1(kernels::isaName(kernels::hardwareIsaLevel())),
+             isaNote.empty() ? QString()
+                             : QStringLiteral(" (%1)").arg(
+                                   QString::fromStdString(isaNote).toHtmlEscaped()));
 }
 
 QString chartGuideMarkdown()

@@ -261,7 +261,10 @@ int main(int argc, char** argv)
                 QTabWidget* tabs = window.reportView()->tabs();
                 auto index = std::make_shared<int>(0);
                 auto step = std::make_shared<std::function<void()>>();
-                *step = [&window, tabs, tabsPrefix, exitCode, index, step] {
+                // The step schedules itself through a weak reference (no ownership cycle); the
+                // timers' copies keep it alive until the last tab.
+                *step = [&window, tabs, tabsPrefix, exitCode, index,
+                         self = std::weak_ptr<std::function<void()>>(step)] {
                     if (*index > 0) {
                         const QString name = tabs->tabText(*index - 1)
                                                  .remove(QLatin1Char('&'))
@@ -282,9 +285,10 @@ int main(int argc, char** argv)
                         return;
                     }
                     tabs->setCurrentIndex((*index)++);
-                    QTimer::singleShot(300, &window, *step);
+                    if (const auto next = self.lock())
+                        QTimer::singleShot(300, &window, [next] { (*next)(); });
                 };
-                QTimer::singleShot(300, &window, *step);
+                QTimer::singleShot(300, &window, [step] { (*step)(); });
                 return;
             }
             QTimer::singleShot(300, &window, [&window, screenshot, exitCode] {

@@ -20,6 +20,7 @@
 #include "quant_job.h"
 #include "quant_panel.h"
 #include "report_view.h"
+#include "window_fixtures.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -133,30 +134,12 @@ void TestQuantWorkflow::init()
 
 std::unique_ptr<MainWindow> TestQuantWorkflow::openWindow()
 {
-    auto window = std::make_unique<MainWindow>();
-    window->setDialogsEnabled(false);
-    window->show();
-    QSignalSpy loaded(window.get(), &MainWindow::modelLoaded);
-    QSignalSpy dataLoaded(window.get(), &MainWindow::dataLoaded);
-    window->openModel(m_model);
-    window->openData(m_data);
-    if (loaded.isEmpty())
-        loaded.wait(30000);
-    if (dataLoaded.isEmpty())
-        dataLoaded.wait(30000);
-    if (!window->currentModel() || !window->currentData())
-        return nullptr;
-    return window;
+    return bitlens::testing::openWindowOn(m_model, m_data);
 }
 
 void TestQuantWorkflow::runAndWait(MainWindow& window, const QString& scheme)
 {
-    QSignalSpy shown(&window, &MainWindow::reportShown);
-    QSignalSpy errors(&window, &MainWindow::errorShown);
-    window.runScheme(scheme);
-    QVERIFY(window.quantJobs()->isRunning());
-    QVERIFY(shown.wait(30000));
-    QVERIFY2(errors.isEmpty(), errors.isEmpty() ? "" : qPrintable(errors.front().front().toString()));
+    QVERIFY(bitlens::testing::runSchemeAndWait(window, scheme, 30000));
 }
 
 void TestQuantWorkflow::runShowsReport()

@@ -8,6 +8,7 @@
 #include "model_fixtures.h"
 #include "quant_panel.h"
 #include "report_view.h"
+#include "window_fixtures.h"
 
 #include "io/onnx.h"
 #include "ir/graph.h"
@@ -82,31 +83,12 @@ void TestReliability::init()
 
 std::unique_ptr<MainWindow> TestReliability::openWindow(const QString& model)
 {
-    auto window = std::make_unique<MainWindow>();
-    window->setDialogsEnabled(false);
-    window->show();
-    QSignalSpy loaded(window.get(), &MainWindow::modelLoaded);
-    QSignalSpy dataLoaded(window.get(), &MainWindow::dataLoaded);
-    window->openModel(model);
-    window->openData(m_data);
-    if (loaded.isEmpty())
-        loaded.wait(30000);
-    if (dataLoaded.isEmpty())
-        dataLoaded.wait(30000);
-    if (!window->currentModel() || !window->currentData())
-        return nullptr;
-    return window;
+    return bitlens::testing::openWindowOn(model, m_data);
 }
 
 bool TestReliability::runAndWait(MainWindow& window, const QString& scheme)
 {
-    QSignalSpy shown(&window, &MainWindow::reportShown);
-    QSignalSpy errors(&window, &MainWindow::errorShown);
-    window.runScheme(scheme);
-    const bool ok = shown.wait(60000) && errors.isEmpty();
-    if (!errors.isEmpty())
-        qWarning("%s", qPrintable(errors.front().front().toString()));
-    return ok;
+    return bitlens::testing::runSchemeAndWait(window, scheme);
 }
 
 void TestReliability::projectRoundTrip()

@@ -22,6 +22,7 @@
 #include "quant_panel.h"
 #include "report_view.h"
 #include "side_panels.h"
+#include "window_fixtures.h"
 
 #include <QChart>
 #include <QValueAxis>
@@ -101,28 +102,12 @@ void TestRunFeedback::init()
 
 std::unique_ptr<MainWindow> TestRunFeedback::openWindow()
 {
-    auto window = std::make_unique<MainWindow>();
-    window->setDialogsEnabled(false);
-    window->show();
-    QSignalSpy loaded(window.get(), &MainWindow::modelLoaded);
-    QSignalSpy dataLoaded(window.get(), &MainWindow::dataLoaded);
-    window->openModel(m_model);
-    window->openData(m_data);
-    if (loaded.isEmpty())
-        loaded.wait(30000);
-    if (dataLoaded.isEmpty())
-        dataLoaded.wait(30000);
-    if (!window->currentModel() || !window->currentData())
-        return nullptr;
-    return window;
+    return bitlens::testing::openWindowOn(m_model, m_data);
 }
 
 void TestRunFeedback::runAndWait(MainWindow& window, const QString& scheme)
 {
-    QSignalSpy shown(&window, &MainWindow::reportShown);
-    window.runScheme(scheme);
-    QVERIFY(window.quantJobs()->isRunning());
-    QVERIFY(shown.wait(60000));
+    QVERIFY(bitlens::testing::runSchemeAndWait(window, scheme));
 }
 
 void TestRunFeedback::evaluationSizeFollowsTheModel()
