@@ -650,6 +650,15 @@ std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>
         const at::Tensor& x = need(node, in, 0);
         return {x.is_floating_point() ? at::round(x) : x.clone()};
     }
+    case OpKind::Mod: {
+        const at::Tensor& a = need(node, in, 0);
+        const at::Tensor& b = need(node, in, 1);
+        if (node.attrs.getInt("fmod", 0) != 0)
+            return {at::fmod(a, b)};
+        if (a.is_floating_point() || b.is_floating_point())
+            fail(node, "fmod = 0 on floating-point inputs (ONNX requires fmod = 1 for them)");
+        return {at::remainder(a, b)};
+    }
     case OpKind::Not: return {at::logical_not(needBool(node, in, 0))};
     case OpKind::And: return {at::logical_and(needBool(node, in, 0), needBool(node, in, 1))};
     case OpKind::Or: return {at::logical_or(needBool(node, in, 0), needBool(node, in, 1))};

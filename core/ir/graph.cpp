@@ -10,7 +10,7 @@ namespace bitlens::ir {
 
 namespace {
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 105> kOpNames{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 106> kOpNames{{
     {OpKind::Conv, "Conv"},
     {OpKind::Gemm, "Gemm"},
     {OpKind::MatMul, "MatMul"},
@@ -96,6 +96,7 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 105> kOpNames{{
     {OpKind::Mish, "Mish"},
     {OpKind::GroupNorm, "GroupNormalization"},
     {OpKind::Round, "Round"},
+    {OpKind::Mod, "Mod"},
     {OpKind::Not, "Not"},
     {OpKind::And, "And"},
     {OpKind::Or, "Or"},

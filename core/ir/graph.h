@@ -118,6 +118,9 @@ enum class OpKind {
     /// epsilon (1e-5), stash_type. Opset 18's per-group scale / bias is converted on import.
     GroupNorm,
     Round,             ///< round half to even
+    /// ONNX Mod (opset 10), numpy broadcast: fmod 0 (default) gives the remainder with the
+    /// divisor's sign (Python's %), fmod 1 the one with the dividend's sign (C's fmod).
+    Mod,
     Not,               ///< bool
     And,               ///< bool, numpy broadcast
     Or,                ///< bool, numpy broadcast

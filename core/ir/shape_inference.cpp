@@ -272,7 +272,7 @@ void Inference::inferNode(const Node& node)
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
     case OpKind::Equal: case OpKind::Less: case OpKind::Greater: case OpKind::Where:
     case OpKind::Min: case OpKind::Max: case OpKind::Sum: case OpKind::Mean: case OpKind::And:
-    case OpKind::Or: case OpKind::Xor: {
+    case OpKind::Or: case OpKind::Xor: case OpKind::Mod: {
         std::optional<Shape> out;
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const Shape* s = shape(node, i);
@@ -288,7 +288,9 @@ void Inference::inferNode(const Node& node)
         const Shape* a = value(node, 0);
         const Shape* b = value(node, 1);
         if (a && b && node.inputs.size() == 2 &&
-            (node.op == OpKind::Add || node.op == OpKind::Sub || node.op == OpKind::Mul) &&
+            (node.op == OpKind::Add || node.op == OpKind::Sub || node.op == OpKind::Mul ||
+             (node.op == OpKind::Mod && node.attrs.getInt("fmod", 0) == 0 &&
+              std::find(b->begin(), b->end(), 0) == b->end())) &&
             static_cast<std::int64_t>(a->size()) == numel(*out) &&
             (b->size() == a->size() || b->size() == 1) &&
             (a->size() == 1 || a->size() == b->size())) {
@@ -296,7 +298,10 @@ void Inference::inferNode(const Node& node)
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const std::int64_t p = (*a)[a->size() == 1 ? 0 : i];
                 const std::int64_t q = (*b)[b->size() == 1 ? 0 : i];
-                v[i] = node.op == OpKind::Add ? p + q : node.op == OpKind::Sub ? p - q : p * q;
+                v[i] = node.op == OpKind::Add   ? p + q
+                       : node.op == OpKind::Sub ? p - q
+                       : node.op == OpKind::Mul ? p * q
+                                                : ((p % q) + q) % q;  // the divisor's sign
             }
             setValue(node, 0, *out, std::move(v));
             return;

@@ -348,6 +348,21 @@ case("and_from_compare_op13", 13,
       node("And", ["g", "l"], ["y"])], [("x", X4)], [("y", B)],
      [("z", np.float32(0)), ("o", np.float32(1))])
 
+# ---- Mod: fmod 0 takes the divisor's sign (integers), fmod 1 the dividend's ------------
+IA = RNG.integers(-20, 21, (3, 4)).astype(np.int64)
+IB = np.array([3, -3, 7, -5], np.int64)
+case("mod_int64_broadcast_op13", 13, [node("Mod", ["a", "b"], ["y"])], [("a", IA), ("b", IB)],
+     [("y", I64)])
+case("mod_int32_fmod_op10", 10, [node("Mod", ["a", "b"], ["y"], fmod=1)],
+     [("a", IA.astype(np.int32)), ("b", IB.astype(np.int32))], [("y", TensorProto.INT32)])
+case("mod_float_fmod_op13", 13, [node("Mod", ["a", "b"], ["y"], fmod=1)],
+     [("a", randn(3, 4) * 10), ("b", np.float32([1.5, -2.5, 3.0, -0.75]))], [("y", F)])
+# A shape computed with Mod on shape values, as torch.onnx.export writes for ViT's heads.
+case("mod_shape_value_op13", 13,
+     [node("Shape", ["x"], ["s"]), node("Mod", ["s", "m"], ["r"]), node("Add", ["s", "r"], ["t"]),
+      node("ConstantOfShape", ["t"], ["y"], value=numpy_helper.from_array(np.float32([2.0])))],
+     [("x", randn(2, 3))], [("y", F)], [("m", ints([2]))])
+
 # ---- More reductions: axes attribute before 18, input from 18 --------------------------
 XP = RNG.uniform(0.5, 1.5, (2, 3, 4, 5)).astype(np.float32)
 case("reduceprod_attr_op13", 13, [node("ReduceProd", ["x"], ["y"], axes=[1, 3])], [("x", XP)],
