@@ -8,6 +8,7 @@ cli=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+here="$(dirname "${BASH_SOURCE[0]}")"
 limit=500
 
 for scheme in static-int8 w4-int4 fp8-e4m3; do
@@ -90,13 +91,14 @@ print("transformers", out.shape)
 PY
   check minilm-run-quantized 0 "$cli" run minilm-l6 --scheme dynamic-int8 --limit 8 \
     --input "$tmp/ids.npy,$tmp/mask.npy" --out "$tmp/bl" --quiet
-  # transformers applies the config's dynamic per-tensor activation quantization. Measured:
-  # mean cosine 0.99994 on these three verses on an Intel Xeon (Sapphire Rapids), but 0.99396
-  # (min 0.98960) on an AMD EPYC (Zen 2, AVX2) with the same pinned wheels, where a plain torch
-  # reference of the exported file's declared semantics (below) agrees with BitLens to 0.9993
-  # and with transformers to 0.9939 only: what transformers + compressed-tensors do differently
-  # there is not pinned down (float vs quantized is 0.991). So the bound against transformers is
-  # the float-vs-quantized level, and the exact semantics are checked against the reference.
+  # Why the whole six-layer model is held only to the float-vs-quantized level (cosine 0.99 /
+  # 0.98), against transformers + compressed-tensors and against the plain torch reference of the
+  # file's semantics alike: the quantized encoder is chaotic. Perturbing its embeddings by one
+  # part in a million moves the reference's own output to mean cosine 0.9959 (min 0.9934) on an
+  # AMD EPYC (Zen 4), as much as float vs quantized (0.9915): a GEMM that differs in the last bit
+  # between CPUs (AMX on Sapphire Rapids, AVX2, AVX-512) flips a uint8 rounding that six layers
+  # amplify. Measured 0.99994 / 0.99620 / 0.99396 on three CPUs (issue #37). The exact semantics
+  # are checked below on a cut of the same model, where nothing amplifies.
   check minilm-transformers-vs-bitlens 0 "$py" -c "
 import numpy as np
 a=np.load('$tmp/transformers.npy'); b=np.load('$tmp/bl/last_hidden_state.npy')
@@ -104,40 +106,28 @@ m=np.load('$tmp/mask.npy').astype(bool); a=a[m]; b=b[m]
 cos=(a*b).sum(1)/np.linalg.norm(a,axis=1)/np.linalg.norm(b,axis=1)
 print('mean cosine %.5f, min %.5f' % (cos.mean(), cos.min()))
 assert cos.mean() >= 0.99 and cos.min() >= 0.98, (cos.mean(), cos.min())"
-  # The file's semantics in plain torch: the float model with each Linear's weight replaced by
-  # the exported int8 codes times their per-channel scales, and its input fake-quantized per
-  # tensor to uint8 from the batch's own min / max (compressed-tensors' dynamic asymmetric int8,
-  # as config.json declares it). Measured 0.99930 mean, 0.99845 min on the AMD EPYC.
-  check minilm-reference-vs-bitlens 0 "$py" - "$folder" "$(cd "$(dirname "$("$cli" zoo path minilm-l6 --quiet)")" && pwd)" "$tmp" <<'PY'
-import json, sys, numpy as np, torch
-from safetensors.torch import load_file
-from transformers import AutoModel
-folder, source, tmp = sys.argv[1:4]
-acts = json.load(open(folder + "/config.json"))["quantization_config"]["config_groups"]["group_0"]["input_activations"]
-assert acts["dynamic"] and acts["strategy"] == "tensor" and not acts["symmetric"], acts
-q = load_file(folder + "/model.safetensors")
-model = AutoModel.from_pretrained(source)
-def fq(x):
-    lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
-    s = (hi - lo) / 255.0
-    zp = max(0, min(255, round(-lo / s)))
-    return (torch.clamp(torch.round(x / s) + zp, 0, 255) - zp) * s
-done = 0
-for name, mod in model.named_modules():
-    if isinstance(mod, torch.nn.Linear) and name + ".weight_scale" in q:
-        mod.weight.data = q[name + ".weight"].float() * q[name + ".weight_scale"].float().reshape(-1, 1)
-        mod.register_forward_pre_hook(lambda m, a: (fq(a[0]),))
-        done += 1
-assert done == 36, done
-ids = torch.tensor(np.load(tmp + "/ids.npy")); mask = torch.tensor(np.load(tmp + "/mask.npy"))
-with torch.no_grad():
-    r = model(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
-b = np.load(tmp + "/bl/last_hidden_state.npy")
-m = mask.numpy().astype(bool); r, b = r[m], b[m]
-cos = (r * b).sum(1) / np.linalg.norm(r, axis=1) / np.linalg.norm(b, axis=1)
-print("reference vs bitlens: mean cosine %.5f, min %.5f" % (cos.mean(), cos.min()))
-assert cos.mean() >= 0.998 and cos.min() >= 0.995, (cos.mean(), cos.min())
-PY
+  source_folder="$(cd "$(dirname "$("$cli" zoo path minilm-l6 --quiet)")" && pwd)"
+  check minilm-reference-vs-bitlens 0 "$py" "$here/bert_int8_reference.py" "$folder" \
+    "$source_folder" "$tmp/ids.npy" "$tmp/mask.npy" "$tmp/bl/last_hidden_state.npy" 0.99 0.98
+  cat "$tmp/out"
+  # The semantics, exactly: minilm's first encoder layer alone, exported and run by BitLens, vs
+  # the torch reference of what the file declares (per-tensor dynamic range over the whole padded
+  # batch, padded positions included). Measured mean cosine 1.000000, max |diff| 9.5e-07 on an
+  # AMD EPYC (Zen 4); with the range over the unpadded positions only, 0.99694: the bound tells
+  # the two apart.
+  check minilm-cut 0 "$py" "$here/cut_bert.py" "$source_folder" "$tmp/minilm-1" 1
+  printf '%s\n' "In the beginning God created the heaven and the earth." \
+    "And God said, Let there be light: and there was light." > "$tmp/verses.txt"
+  check minilm-1-export 0 "$cli" export "$tmp/minilm-1" --scheme dynamic-int8 --format safetensors \
+    --out "$tmp/minilm-1-int8" --calib "$tmp/verses.txt" --quiet
+  check minilm-1-run 0 "$cli" run "$tmp/minilm-1" --scheme dynamic-int8 --calib "$tmp/verses.txt" \
+    --input "$tmp/ids.npy,$tmp/mask.npy" --out "$tmp/bl1" --quiet
+  check minilm-1-reference-vs-bitlens 0 "$py" "$here/bert_int8_reference.py" "$tmp/minilm-1-int8" \
+    "$tmp/minilm-1" "$tmp/ids.npy" "$tmp/mask.npy" "$tmp/bl1/last_hidden_state.npy" 0.99999 0.9999
+  cat "$tmp/out"
+  check minilm-1-valid-only-range-differs 0 "$py" "$here/bert_int8_reference.py" \
+    "$tmp/minilm-1-int8" "$tmp/minilm-1" "$tmp/ids.npy" "$tmp/mask.npy" \
+    "$tmp/bl1/last_hidden_state.npy" 0.9995 0 --valid-only-range --below
   cat "$tmp/out"
 else
   skip "minilm-l6: not built (offline? bitlens-cli zoo build minilm-l6)"
