@@ -233,8 +233,9 @@ private:
               std::tuple{"pads", pads, 2 * spatial}})
             if (values.size() != want)
                 throw Malformed{"attribute '" + std::string(name) + "' " + listText(values) +
-                                " has " + std::to_string(values.size()) + " values for " +
-                                std::to_string(spatial) + " spatial dimensions of the input"};
+                                " has " + std::to_string(values.size()) + " values; the " +
+                                std::to_string(spatial) + " spatial dimensions of the input need " +
+                                std::to_string(want)};
         Shape out;
         for (std::size_t d = 0; d < spatial; ++d) {
             const std::int64_t in = x[2 + d];
