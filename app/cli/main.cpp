@@ -4,6 +4,7 @@
 
 #include "cli.h"
 
+#include "analysis/memory_estimate.h"
 #include "exec/omp_env.h"
 
 #include <cstdio>
@@ -93,6 +94,9 @@ int dispatch(int argc, char** argv)
         std::fputs(kUsage, stdout);
         return 0;
     }
+    // A malformed BITLENS_MEMORY_AVAILABLE is refused before any work (exit 2).
+    if (auto memory = analysis::checkMemoryOverride(); !memory)
+        return fail(memory.error());
     auto args = parseArgs(argc, argv, 2);
     if (!args)
         return fail(args.error());

@@ -5,6 +5,7 @@
 #include "quant/scheme.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,11 +38,17 @@ std::int64_t storageFloat32Bytes(const ir::Graph& graph, Pred pred)
     return bytes;
 }
 
+/// The most memory a size may say: 1 EB. Larger sizes (1e30) are read as this much, which
+/// every estimate fits, instead of overflowing int64.
+constexpr double kMaxMemoryBytes = 1e18;
+
+/// Bytes of "16G", "512M", "1.5T", "1000" (decimal suffixes, an optional B); nullopt for
+/// anything else, a negative size, or NaN / infinity.
 std::optional<std::int64_t> parseBytes(const std::string& text)
 {
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || !(v >= 0))
+    if (end == text.c_str() || !(v >= 0) || !std::isfinite(v))
         return std::nullopt;
     double scale = 1.0;
     switch (*end) {
@@ -55,7 +62,22 @@ std::optional<std::int64_t> parseBytes(const std::string& text)
         ++end;
     if (*end != '\0')
         return std::nullopt;
-    return static_cast<std::int64_t>(v * scale);
+    return static_cast<std::int64_t>(std::min(v * scale, kMaxMemoryBytes));
+}
+
+constexpr const char* kMemoryVariable = "BITLENS_MEMORY_AVAILABLE";
+
+/// BITLENS_MEMORY_AVAILABLE: nullopt when unset or empty, an Error when it is not a size.
+Result<std::optional<std::int64_t>> memoryOverride()
+{
+    const char* env = std::getenv(kMemoryVariable);
+    if (env == nullptr || *env == '\0')
+        return std::optional<std::int64_t>();
+    if (auto v = parseBytes(env))
+        return std::optional<std::int64_t>(*v);
+    return Error::usage(std::string(kMemoryVariable) + "='" + env +
+                        "' is not a size: give bytes, or a number with a K, M, G or T suffix "
+                        "(16G), at least 0");
 }
 
 std::optional<std::int64_t> readNumberFile(const std::string& path)
@@ -259,11 +281,19 @@ MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& sch
     return e;
 }
 
+Result<void> checkMemoryOverride()
+{
+    if (auto v = memoryOverride(); !v)
+        return v.error();
+    return {};
+}
+
 std::optional<std::int64_t> availableMemory()
 {
-    if (const char* env = std::getenv("BITLENS_MEMORY_AVAILABLE"); env && *env)
-        if (auto v = parseBytes(env))
-            return v;
+    // A malformed override is refused by checkMemoryOverride (the CLI, before any command);
+    // here it is passed over, and the machine's memory is read.
+    if (auto v = memoryOverride(); v && *v)
+        return **v;
     std::optional<std::int64_t> available;
     std::ifstream meminfo("/proc/meminfo");
     for (std::string key; meminfo >> key;) {

@@ -68,9 +68,15 @@ MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& sch
                                 const WorkShape& shape);
 
 /// Bytes this process can still use: MemAvailable of /proc/meminfo, or what the cgroup's
-/// memory.max leaves where that is lower. BITLENS_MEMORY_AVAILABLE (bytes, or with a K/M/G
-/// suffix) overrides it, to plan for a smaller machine or to test. nullopt when unknown.
+/// memory.max leaves where that is lower. BITLENS_MEMORY_AVAILABLE (bytes, or with a K/M/G/T
+/// suffix, decimal) overrides it, to plan for a smaller machine or to test; sizes above 1 EB
+/// count as 1 EB. nullopt when unknown. A malformed override is passed over here.
 std::optional<std::int64_t> availableMemory();
+
+/// A Usage error (exit code 2) when BITLENS_MEMORY_AVAILABLE is set but is not a size ("abc",
+/// "-1", "nanG", "inf"): "BITLENS_MEMORY_AVAILABLE='abc' is not a size: ...". The CLI checks it
+/// before running any command.
+Result<void> checkMemoryOverride();
 
 /// A Runtime error (exit code 5) naming `path` when `estimate` does not fit in availableMemory():
 /// "quantize needs ~62.1 GB (...), 21.9 GB available; use --limit / --seq-len or a smaller

@@ -5,6 +5,7 @@
 #include "analysis/planner.h"
 
 #include "io/file_util.h"
+#include "io/json_read.h"
 
 #include <nlohmann/json.hpp>
 
@@ -311,7 +312,12 @@ Result<ModelShape> readHfConfigShape(const std::string& path)
         if (auto it = config.find(key); it != config.end() && it->is_number_integer() &&
                                         it->get<std::int64_t>() == 0)
             config.erase(key);
-    const std::string type = config.value("model_type", std::string());
+    auto modelType = io::readingJson(path, [&]() -> Result<std::string> {
+        return io::jsonString(config, "model_type", "");
+    });
+    if (!modelType)
+        return modelType.error();
+    const std::string type = *modelType;
     constexpr std::int64_t kDim = 1 << 20;     // widths and vocabularies
     constexpr std::int64_t kCount = 1 << 14;   // layers, heads, experts
     ModelShape m;

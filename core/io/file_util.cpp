@@ -10,6 +10,7 @@
 #include <random>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace bitlens::io {
 
@@ -28,9 +29,13 @@ Result<void> checkOpenable(const std::string& path, PathKind kind)
         return Error::badInput(path, std::string("cannot open file: ") + std::strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) {
-        if (kind == PathKind::FileOrFolder)
-            return {};
-        return Error::badInput(path, "is a directory, expected a file");
+        if (kind != PathKind::FileOrFolder)
+            return Error::badInput(path, "is a directory, expected a file");
+        // A folder that cannot be listed would read as one without config.json.
+        if (::access(path.c_str(), R_OK | X_OK) != 0)
+            return Error::badInput(path, std::string("cannot open folder: ") +
+                                             std::strerror(errno));
+        return {};
     }
     if (S_ISREG(st.st_mode))
         return {};

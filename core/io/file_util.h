@@ -14,8 +14,9 @@ enum class PathKind { File, FileOrFolder };
 /// Checks that `path` names something a reader can open without blocking: BadInput with the
 /// system's own words otherwise ("cannot open file: no such file", "cannot open file: Too many
 /// levels of symbolic links", "... File name too long", "... Permission denied"), and for a
-/// FIFO, socket or device ("is a FIFO (named pipe), not a regular file"), or a folder where
-/// only a file will do ("is a directory, expected a file"). Never opens the path.
+/// FIFO, socket or device ("is a FIFO (named pipe), not a regular file"), a folder where only
+/// a file will do ("is a directory, expected a file"), or a folder this process may not list
+/// ("cannot open folder: Permission denied"). Never opens the path.
 Result<void> checkOpenable(const std::string& path, PathKind kind = PathKind::File);
 
 /// Reads a whole file, or BadInput naming it ("cannot open file: No such file or directory",

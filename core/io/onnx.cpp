@@ -443,6 +443,12 @@ Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
                            " is not supported; BitLens reads ONNX opset " +
                            std::to_string(onnx_import::kOldestOpset) +
                            " and later (re-export the model with a newer opset)");
+    if (*defaultOpset > onnx_import::kNewestOpset)
+        return unsupported("opset " + std::to_string(*defaultOpset) +
+                           " is newer than the newest BitLens knows (" +
+                           std::to_string(onnx_import::kNewestOpset) +
+                           "); re-export the model with opset " +
+                           std::to_string(onnx_import::kNewestOpset) + " or older");
     // Older files are converted node by node to the opset-13 forms (see onnx_import.h), so the
     // graph follows opset 13 from then on.
     m_fileOpset = *defaultOpset;
@@ -495,6 +501,10 @@ Result<ir::Graph> OnnxReader::read(const std::vector<std::uint8_t>& bytes)
         if (auto r = convertNode(node, graph, nodeNames); !r)
             return r.error();
     if (auto r = graph.validate(m_path); !r)
+        return r.error();
+    // Malformed attributes (a stride of 0, pads implying terabytes) are refused here, before
+    // opening runs the graph.
+    if (auto r = ir::checkShapes(graph, m_path); !r)
         return r.error();
     return graph;
 }
@@ -918,6 +928,10 @@ Result<ir::ValueInfo> OnnxReader::convertValueInfo(const RawValueInfo& info,
     if (info.hasType && !info.isTensor)
         return unsupported(label + " is not a tensor (sequence, map or optional types are not " +
                            "supported)");
+    // A graph input is what the caller feeds: without an element type (0, UNDEFINED) nothing
+    // says what to feed it, and onnxruntime refuses the file.
+    if (role == "graph input" && info.isTensor && info.elemType == 0)
+        return badInput(label + " has no element type (elem_type 0, UNDEFINED)", info.offset);
     ir::ValueInfo value;
     value.name = info.name;
     value.shape = info.shape;

@@ -19,6 +19,9 @@ namespace bitlens::io::onnx_import {
 
 /// The oldest default-domain opset BitLens reads.
 inline constexpr std::int64_t kOldestOpset = 7;
+/// The newest: the newest the pinned onnx package (1.23) defines and onnxruntime (1.32) runs.
+/// A file claiming a later opset may use op definitions BitLens does not know; it is refused.
+inline constexpr std::int64_t kNewestOpset = 28;
 /// The opset whose definitions the internal form follows (files at least this new keep theirs).
 inline constexpr std::int64_t kInternalOpset = 13;
 

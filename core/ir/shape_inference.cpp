@@ -3,8 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <tuple>
 
 namespace bitlens::ir {
 
@@ -15,10 +19,79 @@ using Shape = std::vector<std::int64_t>;
 /// Integer tensors of at most this many elements are followed by value.
 constexpr std::int64_t kMaxTrackedValues = 64;
 
-/// What the pass knows: shapes, and the values of small integer tensors.
+/// The most elements one value of one sample may hold (4 TiB of float32): more is no machine's
+/// memory, so attributes that imply it are malformed, refused before anything is allocated.
+constexpr std::int64_t kMaxValueElements = std::int64_t{1} << 40;
+/// The largest window attribute (kernel, stride, dilation, pad) a node may hold.
+constexpr std::int64_t kMaxWindowAttribute = std::int64_t{1} << 24;
+
+/// A node whose attributes contradict each other or its input (checkShapes reports it).
+struct Malformed {
+    std::string why;
+};
+
+std::string label(const Node& node)
+{
+    return "node '" + node.name + "' (" + std::string(opKindName(node.op)) + ")";
+}
+
+std::string listText(const Shape& values)
+{
+    std::string text = "[";
+    for (std::size_t i = 0; i < values.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(values[i]);
+    return text + "]";
+}
+
+/// Attributes that are wrong whatever the input: a window of size 0, a negative pad, group 0.
+std::optional<std::string> attributeProblem(const Node& node)
+{
+    const bool conv = node.op == OpKind::Conv || node.op == OpKind::ConvTranspose;
+    const bool pool = node.op == OpKind::MaxPool || node.op == OpKind::AveragePool;
+    if (!conv && !pool)
+        return std::nullopt;
+    auto attribute = [&](const char* name) { return "attribute '" + std::string(name) + "' "; };
+    for (const char* name : {"kernel_shape", "strides", "dilations", "pads", "output_padding"}) {
+        if (!node.attrs.has(name))
+            continue;
+        const Shape values = node.attrs.getInts(name, {});
+        const std::int64_t least = std::string(name) == "pads" ||
+                                           std::string(name) == "output_padding"
+                                       ? 0
+                                       : 1;
+        for (const std::int64_t v : values) {
+            if (v < least)
+                return attribute(name) + listText(values) + " holds " + std::to_string(v) +
+                       (least == 0 ? ", which is negative" : "; each must be at least 1");
+            if (v > kMaxWindowAttribute)
+                return attribute(name) + "holds " + std::to_string(v) + ", more than 2^24";
+        }
+    }
+    if (conv && node.attrs.has("group") && node.attrs.getInt("group", 1) < 1)
+        return attribute("group") + "is " + std::to_string(node.attrs.getInt("group", 1)) +
+               "; it must be at least 1";
+    // As onnxruntime: a pooling window's pads are smaller than the window.
+    if (pool && node.attrs.has("pads") && node.attrs.has("kernel_shape")) {
+        const Shape pads = node.attrs.getInts("pads", {});
+        const Shape kernel = node.attrs.getInts("kernel_shape", {});
+        for (std::size_t i = 0; i < pads.size() && !kernel.empty(); ++i)
+            if (pads[i] >= kernel[i % kernel.size()])
+                return attribute("pads") + listText(pads) + " must be smaller than the window (" +
+                       "kernel_shape " + listText(kernel) + ")";
+    }
+    return std::nullopt;
+}
+
+/// What the pass knows: shapes, and the values of small integer tensors. Strict: a malformed
+/// node (Malformed) stops the pass and is kept in problem(); otherwise its outputs stay unknown.
 class Inference {
 public:
-    explicit Inference(const Graph& graph) : m_graph(graph) {}
+    explicit Inference(const Graph& graph, bool strict = false)
+        : m_graph(graph), m_strict(strict)
+    {
+    }
+
+    const std::optional<std::string>& problem() const { return m_problem; }
 
     void run(const std::vector<Shape>& inputShapes)
     {
@@ -33,9 +106,14 @@ public:
             }
         }
         for (const auto& node : m_graph.nodes) {
-            // Malformed attributes make a node unknown here; the executor reports them.
+            // Malformed attributes make a node unknown here (strict: they stop the pass).
             try {
                 inferNode(node);
+            } catch (const Malformed& m) {
+                if (m_strict) {
+                    m_problem = label(node) + ": " + m.why;
+                    return;
+                }
             } catch (const std::exception&) {
             }
         }
@@ -64,8 +142,35 @@ private:
     }
     void set(const Node& node, std::size_t output, Shape s)
     {
+        checkSize(node, s);
         if (output < node.outputs.size() && !node.outputs[output].empty())
             m_shapes[node.outputs[output]] = std::move(s);
+    }
+    /// Strict: throws Malformed when `s` holds more than kMaxValueElements, naming the
+    /// attributes that shape the node's output. (Not otherwise: the memory estimate infers at a
+    /// run's batch, and a value it cannot know would make its estimate low.)
+    void checkSize(const Node& node, const Shape& s) const
+    {
+        if (!m_strict)
+            return;
+        std::int64_t elements = 1;
+        bool tooLarge = false;
+        for (const std::int64_t d : s) {
+            if (d > kMaxValueElements || (d > 0 && elements > kMaxValueElements / d))
+                tooLarge = true;
+            else
+                elements *= std::max<std::int64_t>(d, 0);
+        }
+        if (!tooLarge && elements <= kMaxValueElements)
+            return;
+        std::string attrs;
+        for (const char* name : {"pads", "strides", "dilations", "kernel_shape", "output_shape",
+                                 "output_padding", "scales", "sizes", "repeats"})
+            if (node.attrs.has(name))
+                attrs += (attrs.empty() ? "" : ", ") + std::string(name) + " " +
+                         listText(node.attrs.getInts(name, {}));
+        throw Malformed{(attrs.empty() ? std::string("its inputs") : "attributes " + attrs) +
+                        " imply an output of shape " + listText(s) + ", more than 2^40 elements"};
     }
     void setValue(const Node& node, std::size_t output, Shape s, Shape v)
     {
@@ -123,8 +228,14 @@ private:
         const auto dilations = node.attrs.getInts("dilations", Shape(spatial, 1));
         const std::string autoPad = node.attrs.getString("auto_pad", "NOTSET");
         const auto pads = node.attrs.getInts("pads", Shape(2 * spatial, 0));
-        if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial)
-            throw std::runtime_error("attributes");
+        for (const auto& [name, values, want] :
+             {std::tuple{"strides", strides, spatial}, std::tuple{"dilations", dilations, spatial},
+              std::tuple{"pads", pads, 2 * spatial}})
+            if (values.size() != want)
+                throw Malformed{"attribute '" + std::string(name) + "' " + listText(values) +
+                                " has " + std::to_string(values.size()) + " values; the " +
+                                std::to_string(spatial) + " spatial dimensions of the input need " +
+                                std::to_string(want)};
         Shape out;
         for (std::size_t d = 0; d < spatial; ++d) {
             const std::int64_t in = x[2 + d];
@@ -224,12 +335,16 @@ private:
     }
 
     const Graph& m_graph;
+    bool m_strict = false;
+    std::optional<std::string> m_problem;
     ShapeMap m_shapes;
     std::map<std::string, Shape> m_values;
 };
 
 void Inference::inferNode(const Node& node)
 {
+    if (auto why = attributeProblem(node))
+        throw Malformed{*why};
     const Shape* x = shape(node, 0);
     switch (node.op) {
     // One output shaped like the first input.
@@ -407,7 +522,9 @@ void Inference::inferNode(const Node& node)
         const auto rank = static_cast<std::int64_t>(x->size());
         std::int64_t axis = node.attrs.getInt("axis", 1);
         if (axis < -rank || axis > rank)
-            return;
+            throw Malformed{"attribute 'axis' is " + std::to_string(axis) + ", outside " +
+                            std::to_string(-rank) + ".." + std::to_string(rank) +
+                            " for its rank-" + std::to_string(rank) + " input"};
         if (axis < 0)
             axis += rank;
         const std::int64_t outer = numel(Shape(x->begin(), x->begin() + axis));
@@ -741,8 +858,13 @@ void Inference::inferNode(const Node& node)
         if (!x || !pads || pads->size() != 2 * x->size())
             return;
         Shape out = *x;
-        for (std::size_t d = 0; d < out.size(); ++d)
-            out[d] += (*pads)[d] + (*pads)[d + out.size()];
+        for (std::size_t d = 0; d < out.size(); ++d) {
+            const std::int64_t before = (*pads)[d];
+            const std::int64_t after = (*pads)[d + out.size()];
+            if (std::abs(before) > kMaxValueElements || std::abs(after) > kMaxValueElements)
+                throw Malformed{"pads " + listText(*pads) + " hold more than 2^40"};
+            out[d] += before + after;
+        }
         set(node, 0, out);
         return;
     }
@@ -761,9 +883,16 @@ void Inference::inferNode(const Node& node)
             return;
         const at::Tensor s = scales->to(at::kCPU).to(at::kDouble).contiguous();
         Shape out;
-        for (std::size_t d = 0; d < x->size(); ++d)
-            out.push_back(static_cast<std::int64_t>(
-                std::floor(static_cast<double>((*x)[d]) * s.data_ptr<double>()[d])));
+        for (std::size_t d = 0; d < x->size(); ++d) {
+            const double size = std::floor(static_cast<double>((*x)[d]) * s.data_ptr<double>()[d]);
+            if (!(size <= static_cast<double>(kMaxValueElements))) {
+                char text[32];
+                std::snprintf(text, sizeof text, "%.4g", size);
+                throw Malformed{"scales '" + node.inputs[2] + "' make dimension " +
+                                std::to_string(d) + " " + text + ", more than 2^40"};
+            }
+            out.push_back(static_cast<std::int64_t>(size));
+        }
         set(node, 0, out);
         return;
     }
@@ -875,6 +1004,21 @@ sampleInputShapes(const Graph& graph, const std::vector<std::vector<std::int64_t
         shapes.push_back(std::move(shape));
     }
     return shapes;
+}
+
+Result<void> checkShapes(const Graph& graph, const std::string& path)
+{
+    for (const auto& node : graph.nodes)
+        if (auto why = attributeProblem(node))
+            return Error::badInput(path, label(node) + ": " + *why);
+    auto samples = sampleInputShapes(graph);
+    if (!samples)
+        return {};  // a dynamic dimension: the attributes above are all that can be checked
+    Inference inference(graph, true);
+    inference.run(*samples);
+    if (inference.problem())
+        return Error::badInput(path, *inference.problem());
+    return {};
 }
 
 Result<ShapeMap> inferShapes(const Graph& graph,

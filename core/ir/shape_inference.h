@@ -38,4 +38,14 @@ sampleInputShapes(const Graph& graph,
 Result<ShapeMap> inferShapes(const Graph& graph,
                              const std::vector<std::vector<std::int64_t>>& inputShapes = {});
 
+/// Refuses, before anything runs or is allocated, a graph whose attributes are malformed:
+/// BadInput naming `path`, the node and the attribute. Checked on every node: Conv,
+/// ConvTranspose, MaxPool and AveragePool windows (kernel_shape, strides, dilations at least 1
+/// and at most 2^24; pads and output_padding not negative; pool pads smaller than the window;
+/// group at least 1). Checked where shape inference reaches (the sample shapes of
+/// sampleInputShapes): attribute lists of the wrong length for the input, a Flatten axis
+/// outside the input's rank, and attributes or scales implying a value of more than 2^40
+/// elements for one sample.
+Result<void> checkShapes(const Graph& graph, const std::string& path);
+
 } // namespace bitlens::ir

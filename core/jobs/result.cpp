@@ -11,16 +11,19 @@ int exitCode(ErrorCode code)
 namespace {
 
 /// `text` with control bytes (a NUL in a GGUF key, an escape sequence in a file name) written as
-/// \xNN, so a message is never cut at a NUL nor drives the terminal; newlines, tabs and UTF-8
-/// stay as they are.
-std::string printable(const std::string& text)
+/// \xNN, so a message is never cut at a NUL nor drives the terminal; UTF-8 stays as it is. In a
+/// message newlines and tabs stay too; in a path (`inPath`) they are written \n and \t, so the
+/// path reads as one and "error: <path>: <reason>" stays one line.
+std::string printable(const std::string& text, bool inPath = false)
 {
     static const char* kHex = "0123456789abcdef";
     std::string out;
     out.reserve(text.size());
     for (const char ch : text) {
         const auto c = static_cast<unsigned char>(ch);
-        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+        if (inPath && (c == '\n' || c == '\t')) {
+            out += c == '\n' ? "\\n" : "\\t";
+        } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
             out += "\\x";
             out += kHex[c >> 4];
             out += kHex[c & 15];
@@ -35,7 +38,8 @@ std::string printable(const std::string& text)
 
 std::string Error::describe() const
 {
-    std::string text = printable(path.empty() ? message : path + ": " + message);
+    std::string text =
+        path.empty() ? printable(message) : printable(path, true) + ": " + printable(message);
     if (offset)
         text += " (at byte " + std::to_string(*offset) + ")";
     return text;

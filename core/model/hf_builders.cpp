@@ -1,6 +1,7 @@
 #include "model/hf_builders.h"
 
 #include "exec/op_support.h"
+#include "io/json_read.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -573,22 +574,47 @@ at::Tensor inverseFrequencies(const RopeSpec& r, std::int64_t hd)
     return invFreq;
 }
 
-/// The rope settings of one rope_scaling / rope_parameters object over `base`.
+/// The rope settings of one rope_scaling / rope_parameters object over `base`. Forms that
+/// transformers refuses are refused too, rather than read as no scaling: a value that is not an
+/// object, scaling keys without a rope_type (or type), and linear / llama3 without the keys
+/// they need.
 RopeSpec parseRope(const Params& rope, RopeSpec base, const std::string& path,
                    const std::string& where)
 {
+    const json& j = rope.raw();
+    if (!j.is_object())
+        throw BuildError{Error::badInput(path, "config.json: key '" + where +
+                                                   "': expected an object, got " +
+                                                   io::jsonTypeName(j))};
     base.theta = rope.number("rope_theta", base.theta);
+    if (!rope.has("rope_type") && !rope.has("type"))
+        for (const auto& [key, value] : j.items())
+            if (key != "rope_theta" && !value.is_null())
+                throw BuildError{Error::badInput(path, "config.json: key '" + where +
+                                                           "' has \"" + key +
+                                                           "\" but no \"rope_type\" (default, "
+                                                           "linear or llama3)")};
     const std::string type = rope.text("rope_type", rope.text("type", "default"));
     if (type != "default" && type != "linear" && type != "llama3")
-        throw BuildError{Error::unsupported(path, where + " rope_type '" + type +
-                                                      "' is not supported (default, linear, "
-                                                      "llama3)")};
+        throw BuildError{Error::unsupported(path, "config.json: key '" + where + "': rope_type '" +
+                                                      type + "' is not supported (default, "
+                                                             "linear, llama3)")};
     base.type = type;
+    std::vector<const char*> required;
+    if (type == "linear")
+        required = {"factor"};
+    if (type == "llama3")
+        required = {"factor", "low_freq_factor", "high_freq_factor",
+                    "original_max_position_embeddings"};
+    for (const char* key : required)
+        if (!rope.has(key))
+            throw BuildError{Error::badInput(path, "config.json: key '" + where + "': rope_type " +
+                                                       type + " needs \"" + key + "\"")};
     base.factor = rope.number("factor", 1.0);
     if (rope.number("partial_rotary_factor", 1.0) != 1.0)
-        throw BuildError{Error::unsupported(path, where +
-                                                      " partial_rotary_factor other than 1 is "
-                                                      "not supported")};
+        throw BuildError{Error::unsupported(path, "config.json: key '" + where +
+                                                      "': partial_rotary_factor other than 1 "
+                                                      "is not supported")};
     if (type == "llama3") {
         base.lowFreqFactor = rope.number("low_freq_factor", 1.0);
         base.highFreqFactor = rope.number("high_freq_factor", 4.0);
@@ -863,11 +889,12 @@ ir::Graph buildLlama(const Params& c, const std::map<std::string, at::Tensor>& w
                                         r.contains("sliding_attention"))) {
             if (r.contains("full_attention"))
                 s.rope = parseRope(Params(r["full_attention"], path, where + ".full_attention"),
-                                   s.rope, path, key);
+                                   s.rope, path, std::string(key) + ".full_attention");
             if (r.contains("sliding_attention"))
                 s.localRope = parseRope(Params(r["sliding_attention"], path,
                                                where + ".sliding_attention"),
-                                        *s.localRope, path, key);
+                                        *s.localRope, path, std::string(key) +
+                                                                ".sliding_attention");
             continue;
         }
         s.rope = parseRope(Params(r, path, where), s.rope, path, key);
@@ -1115,7 +1142,8 @@ Result<ir::Graph> guarded(const std::string& path, F&& f)
     } catch (const std::bad_alloc&) {
         return Error::runtime("out of memory while building the graph", path);
     } catch (const nlohmann::json::exception& e) {
-        return Error::badInput(path, std::string("config: ") + e.what());
+        return Error::badInput(path, std::string("config.json: a value of the wrong type (") +
+                                         e.what() + ")");
     }
 }
 

@@ -3,6 +3,7 @@
 #include "exec/executor.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
+#include "io/json_read.h"
 #include "io/onnx.h"
 #include "io/safetensors.h"
 #include "io/torchscript.h"
@@ -159,7 +160,12 @@ Result<Loaded> loadSafetensorsModel(const std::string& path, Progress& progress,
     if (config.is_discarded() || !config.is_object())
         return Error::badInput(files->config, "not a JSON object");
     // Refuse an unknown architecture before mapping gigabytes of weights.
-    const std::string type = config.value("model_type", std::string());
+    auto modelType = io::readingJson(files->config, [&]() -> Result<std::string> {
+        return io::jsonString(config, "model_type", "");
+    });
+    if (!modelType)
+        return modelType.error();
+    const std::string type = *modelType;
     if (!model::isHfModelType(type))
         return Error::unsupported(files->config,
                                   type.empty() ? std::string("no \"model_type\": the "

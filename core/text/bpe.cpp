@@ -1,5 +1,6 @@
 #include "text/bpe.h"
 
+#include "io/json_read.h"
 #include "text/hf_json.h"
 #include "text/unicode.h"
 
@@ -237,7 +238,7 @@ Result<void> parsePreTokenizer(const json& p, const std::string& path,
         return {};
     if (!p.is_object())
         return Error::badInput(path, "\"pre_tokenizer\" is not an object");
-    const std::string type = p.value("type", "");
+    const std::string type = io::jsonString(p, "type", "", "pre_tokenizer");
     if (type == "Sequence") {
         const auto list = p.find("pretokenizers");
         if (list == p.end() || !list->is_array())
@@ -250,21 +251,22 @@ Result<void> parsePreTokenizer(const json& p, const std::string& path,
     if (type == "ByteLevel") {
         PreTokenizeStep step;
         step.byteLevel = true;
-        step.useRegex = p.value("use_regex", true);
-        step.addPrefixSpace = p.value("add_prefix_space", false);
+        step.useRegex = io::jsonBool(p, "use_regex", true, "pre_tokenizer");
+        step.addPrefixSpace = io::jsonBool(p, "add_prefix_space", false, "pre_tokenizer");
         steps.push_back(step);
         return {};
     }
     if (type == "Digits") {
         PreTokenizeStep step;
-        step.rule = p.value("individual_digits", false) ? SplitRule::DigitsSingle
-                                                        : SplitRule::DigitsRuns;
+        step.rule = io::jsonBool(p, "individual_digits", false, "pre_tokenizer")
+                        ? SplitRule::DigitsSingle
+                        : SplitRule::DigitsRuns;
         steps.push_back(step);
         return {};
     }
     if (type == "Split") {
-        const std::string behavior = p.value("behavior", "");
-        if (behavior != "Isolated" || p.value("invert", false))
+        const std::string behavior = io::jsonString(p, "behavior", "", "pre_tokenizer");
+        if (behavior != "Isolated" || io::jsonBool(p, "invert", false, "pre_tokenizer"))
             return Error::unsupported(path, "Split pre-tokenizer with behavior '" + behavior +
                                                 "' (only Isolated, not inverted)");
         const auto pattern = p.find("pattern");
@@ -356,20 +358,19 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::fromTokenizerJson(const json
     const json& model = root["model"];
     if (const auto d = model.find("dropout"); d != model.end() && !d->is_null())
         return Error::unsupported(path, "BPE dropout (it makes encoding random)");
-    if (model.value("byte_fallback", false))
+    if (io::jsonBool(model, "byte_fallback", false, "model"))
         return Error::unsupported(path, "BPE byte_fallback (SentencePiece-style vocabularies)");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-        if (const auto it = model.find(key);
-            it != model.end() && it->is_string() && !it->get<std::string>().empty())
+        if (!io::jsonString(model, key, "", "model").empty())
             return Error::unsupported(path, std::string("BPE ") + key);
     if (const auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
-        const bool emptySequence = n->is_object() && n->value("type", "") == "Sequence" &&
+        const std::string type = io::jsonString(*n, "type", "", "normalizer");
+        const bool emptySequence = n->is_object() && type == "Sequence" &&
                                    n->contains("normalizers") && (*n)["normalizers"].is_array() &&
                                    (*n)["normalizers"].empty();
         if (!emptySequence)
             return Error::unsupported(path, "a normalizer in a byte-level BPE tokenizer ('" +
-                                                (n->is_object() ? n->value("type", "") : "") +
-                                                "')");
+                                                type + "')");
     }
 
     std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
@@ -430,9 +431,9 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::fromTokenizerJson(const json
     }
     if (auto r = t->init(std::move(tokens), merges, path); !r)
         return r.error();
-    t->m_ignoreMerges = model.value("ignore_merges", false);
-    if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
-        t->m_unkId = t->tokenId(unk->get<std::string>());
+    t->m_ignoreMerges = io::jsonBool(model, "ignore_merges", false, "model");
+    if (const std::string unk = io::jsonString(model, "unk_token", "", "model"); !unk.empty()) {
+        t->m_unkId = t->tokenId(unk);
         if (!t->m_unkId)
             return Error::badInput(path, "the unknown token is not in the vocabulary");
     }
@@ -443,10 +444,15 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::fromTokenizerJson(const json
     if (!frame)
         return frame.error();
     t->m_frame = std::move(*frame);
-    if (auto padding = root.find("padding"); padding != root.end() && padding->is_object())
-        t->m_padId = padding->value("pad_id", 0);
-    else if (auto eos = t->tokenId("<|endoftext|>"))
+    if (auto padding = root.find("padding"); padding != root.end() && padding->is_object()) {
+        const std::int64_t pad = io::jsonInt(*padding, "pad_id", 0, "padding");
+        if (pad < 0 || pad >= static_cast<std::int64_t>(t->vocabSize()))
+            return Error::badInput(path, "key 'padding.pad_id': " + std::to_string(pad) +
+                                             " is not a token id");
+        t->m_padId = static_cast<std::int32_t>(pad);
+    } else if (auto eos = t->tokenId("<|endoftext|>")) {
         t->m_padId = *eos;
+    }
     for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"})
         if (auto id = t->tokenId(name); id && !t->m_eosId)
             t->m_eosId = id;

@@ -1,5 +1,7 @@
 #include "text/hf_json.h"
 
+#include "io/json_read.h"
+
 #include <nlohmann/json.hpp>
 
 namespace bitlens::text::hf {
@@ -28,10 +30,10 @@ Result<std::vector<AddedToken>> parseAddedTokens(const json& root, const std::st
         AddedToken a;
         a.id = static_cast<std::int32_t>(id);
         a.content = t["content"].get<std::string>();
-        a.special = t.value("special", false);
-        a.lstrip = t.value("lstrip", false);
-        a.rstrip = t.value("rstrip", false);
-        a.singleWord = t.value("single_word", false);
+        a.special = io::jsonBool(t, "special", false, "added_tokens");
+        a.lstrip = io::jsonBool(t, "lstrip", false, "added_tokens");
+        a.rstrip = io::jsonBool(t, "rstrip", false, "added_tokens");
+        a.singleWord = io::jsonBool(t, "single_word", false, "added_tokens");
         if (a.content.empty())
             return Error::badInput(path, "an added token with empty content");
         out.push_back(std::move(a));
@@ -49,7 +51,7 @@ Result<void> addProcessor(const json& p, const std::string& path,
         return {};
     if (!p.is_object())
         return Error::badInput(path, "\"post_processor\" is not an object");
-    const std::string type = p.value("type", "");
+    const std::string type = io::jsonString(p, "type", "", "post_processor");
     // [token, id] pairs of BertProcessing / RobertaProcessing.
     auto pairId = [&](const char* key) -> Result<std::int32_t> {
         const auto it = p.find(key);

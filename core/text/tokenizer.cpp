@@ -2,6 +2,7 @@
 
 #include "io/file_util.h"
 #include "io/gguf.h"
+#include "io/json_read.h"
 #include "text/bpe.h"
 #include "text/unicode.h"
 #include "text/wordpiece.h"
@@ -221,6 +222,37 @@ Encoding Tokenizer::encode(std::string_view text, const EncodeOptions& options) 
     return enc;
 }
 
+namespace {
+
+/// A Hugging Face tokenizer.json: WordPiece or byte-level BPE.
+Result<std::unique_ptr<Tokenizer>> loadTokenizerJson(std::string_view text,
+                                                     const std::string& path)
+{
+    const auto json = nlohmann::json::parse(text, nullptr, false);
+    if (json.is_discarded() || !json.is_object())
+        return Error::badInput(path, "not a JSON object");
+    const auto model = json.find("model");
+    if (model == json.end() || !model->is_object())
+        return Error::badInput(path, "no \"model\" object: not a Hugging Face tokenizer.json");
+    const std::string type = io::jsonString(*model, "type", "", "model");
+    if (type == "WordPiece") {
+        auto t = WordPieceTokenizer::fromTokenizerJson(json, path);
+        if (!t)
+            return t.error();
+        return std::unique_ptr<Tokenizer>(std::move(*t));
+    }
+    if (type == "BPE" || (type.empty() && model->contains("merges"))) {
+        auto t = BpeTokenizer::fromTokenizerJson(json, path);
+        if (!t)
+            return t.error();
+        return std::unique_ptr<Tokenizer>(std::move(*t));
+    }
+    return Error::unsupported(path, "tokenizer model type '" + type +
+                                        "' (supported: WordPiece, BPE)");
+}
+
+} // namespace
+
 Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::string& path)
 {
     std::error_code ec;
@@ -251,29 +283,10 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::string& path)
         return bytes.error();
     const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 
-    if (ext == ".json") {
-        const auto json = nlohmann::json::parse(text, nullptr, false);
-        if (json.is_discarded() || !json.is_object())
-            return Error::badInput(path, "not a JSON object");
-        const auto model = json.find("model");
-        if (model == json.end() || !model->is_object())
-            return Error::badInput(path, "no \"model\" object: not a Hugging Face tokenizer.json");
-        const std::string type = model->value("type", "");
-        if (type == "WordPiece") {
-            auto t = WordPieceTokenizer::fromTokenizerJson(json, path);
-            if (!t)
-                return t.error();
-            return std::unique_ptr<Tokenizer>(std::move(*t));
-        }
-        if (type == "BPE" || (type.empty() && model->contains("merges"))) {
-            auto t = BpeTokenizer::fromTokenizerJson(json, path);
-            if (!t)
-                return t.error();
-            return std::unique_ptr<Tokenizer>(std::move(*t));
-        }
-        return Error::unsupported(path, "tokenizer model type '" + type +
-                                            "' (supported: WordPiece, BPE)");
-    }
+    if (ext == ".json")
+        return io::readingJson(path, [&]() -> Result<std::unique_ptr<Tokenizer>> {
+            return loadTokenizerJson(text, path);
+        });
 
     // A BERT vocab.txt; a tokenizer_config.json beside it may turn lower-casing off.
     WordPieceOptions options;

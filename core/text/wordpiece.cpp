@@ -1,5 +1,6 @@
 #include "text/wordpiece.h"
 
+#include "io/json_read.h"
 #include "text/hf_json.h"
 #include "text/unicode.h"
 
@@ -61,29 +62,33 @@ Result<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::fromTokenizerJso
 {
     const json& model = root["model"];
     WordPieceOptions options;
-    options.unkToken = model.value("unk_token", "[UNK]");
-    options.continuingPrefix = model.value("continuing_subword_prefix", "##");
-    const auto maxChars = model.value("max_input_chars_per_word", std::int64_t{100});
+    options.unkToken = io::jsonString(model, "unk_token", "[UNK]", "model");
+    options.continuingPrefix = io::jsonString(model, "continuing_subword_prefix", "##", "model");
+    const auto maxChars = io::jsonInt(model, "max_input_chars_per_word", 100, "model");
     if (maxChars < 1)
         return Error::badInput(path, "max_input_chars_per_word must be positive");
     options.maxInputCharsPerWord = static_cast<std::size_t>(maxChars);
 
     const auto normalizer = root.find("normalizer");
     if (normalizer != root.end() && !normalizer->is_null()) {
-        if (!normalizer->is_object() || normalizer->value("type", "") != "BertNormalizer")
+        if (!normalizer->is_object() ||
+            io::jsonString(*normalizer, "type", "", "normalizer") != "BertNormalizer")
             return Error::unsupported(path, "WordPiece with a normalizer other than "
                                             "BertNormalizer");
-        options.cleanText = normalizer->value("clean_text", true);
-        options.handleChineseChars = normalizer->value("handle_chinese_chars", true);
-        options.lowercase = normalizer->value("lowercase", true);
-        if (auto s = normalizer->find("strip_accents"); s != normalizer->end() && s->is_boolean())
-            options.stripAccents = s->get<bool>();
+        options.cleanText = io::jsonBool(*normalizer, "clean_text", true, "normalizer");
+        options.handleChineseChars =
+            io::jsonBool(*normalizer, "handle_chinese_chars", true, "normalizer");
+        options.lowercase = io::jsonBool(*normalizer, "lowercase", true, "normalizer");
+        // null (the default): strip accents exactly when lower-casing.
+        if (auto s = normalizer->find("strip_accents"); s != normalizer->end() && !s->is_null())
+            options.stripAccents = io::jsonBool(*normalizer, "strip_accents", false, "normalizer");
     } else {
         options.cleanText = options.handleChineseChars = options.lowercase = false;
         options.stripAccents = false;
     }
     const auto pre = root.find("pre_tokenizer");
-    if (pre == root.end() || !pre->is_object() || pre->value("type", "") != "BertPreTokenizer")
+    if (pre == root.end() || !pre->is_object() ||
+        io::jsonString(*pre, "type", "", "pre_tokenizer") != "BertPreTokenizer")
         return Error::unsupported(path, "WordPiece needs the BertPreTokenizer");
 
     const auto vocab = model.find("vocab");
@@ -123,10 +128,15 @@ Result<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::fromTokenizerJso
     if (!frame)
         return frame.error();
     t->m_frame = std::move(*frame);
-    if (auto padding = root.find("padding"); padding != root.end() && padding->is_object())
-        t->m_padId = padding->value("pad_id", 0);
-    else if (auto pad = t->tokenId("[PAD]"))
+    if (auto padding = root.find("padding"); padding != root.end() && padding->is_object()) {
+        const std::int64_t pad = io::jsonInt(*padding, "pad_id", 0, "padding");
+        if (pad < 0 || pad >= static_cast<std::int64_t>(t->vocabSize()))
+            return Error::badInput(path, "key 'padding.pad_id': " + std::to_string(pad) +
+                                             " is not a token id");
+        t->m_padId = static_cast<std::int32_t>(pad);
+    } else if (auto pad = t->tokenId("[PAD]")) {
         t->m_padId = *pad;
+    }
     return t;
 }
 

@@ -129,3 +129,33 @@ TEST(MemoryEstimate, AnActionThatCannotFitIsRefusedWithBothFigures)
     EXPECT_EQ(analysis::formatGigabytes(21'349'000'000), "21.3 GB");
     EXPECT_EQ(analysis::formatGigabytes(512'000'000), "512 MB");
 }
+
+TEST(MemoryEstimate, AnOverrideThatIsNotASizeIsRefusedAndAHugeOneIsCapped)
+{
+    // Issue #49: these were passed over without a word (1e30 overflowed to a negative size).
+    for (const char* bad : {"abc", "-1", "nanG", "inf", "12Q", "1e", "G"}) {
+        EnvOverride env(bad);
+        auto refused = analysis::checkMemoryOverride();
+        ASSERT_FALSE(refused.ok()) << bad;
+        EXPECT_EQ(refused.error().code, ErrorCode::Usage) << bad;
+        EXPECT_EQ(refused.error().message.rfind("BITLENS_MEMORY_AVAILABLE='" + std::string(bad) +
+                                                    "' is not a size",
+                                                0),
+                  0u)
+            << refused.error().message;
+        // What the GUI sees: the machine's own figure, never the malformed one.
+        const auto own = analysis::availableMemory();
+        ASSERT_TRUE(own.has_value()) << bad;
+        EXPECT_GT(*own, 0) << bad;
+    }
+    for (const auto& [text, bytes] :
+         {std::pair{"1e30", std::int64_t{1'000'000'000'000'000'000}},
+          std::pair{"1e300T", std::int64_t{1'000'000'000'000'000'000}},
+          std::pair{"1.5T", std::int64_t{1'500'000'000'000}}, std::pair{"0", std::int64_t{0}},
+          std::pair{"512MB", std::int64_t{512'000'000}}}) {
+        EnvOverride env(text);
+        EXPECT_TRUE(analysis::checkMemoryOverride().ok()) << text;
+        EXPECT_EQ(analysis::availableMemory(), bytes) << text;
+    }
+    EXPECT_TRUE(analysis::checkMemoryOverride().ok());  // unset
+}
