@@ -56,7 +56,8 @@ Result<std::unique_ptr<workspace::Workspace>> openWorkspace(const Args& args, bo
 Result<workspace::RunRequest> runRequest(const Args& args, const workspace::Workspace& ws,
                                          bool needEval);
 /// Checks before any work that the command's outputs can be written (io::checkWritable): --report
-/// as a file, --out as `outKind`. BadInput naming the path otherwise (exit 3).
+/// as a file, --out as `outKind`. Otherwise io::checkWritable's error naming the path (exit 3
+/// for a missing folder, 5 for a target that cannot be written or replaced).
 Result<void> checkOutputs(const Args& args, io::OutputKind outKind = io::OutputKind::File);
 /// What `export` and `quantize --out` write to --out: a file, or for safetensors (--format,
 /// else the extension) a file or a model folder.

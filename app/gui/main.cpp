@@ -9,7 +9,8 @@
 // screenshot is still written). --export FILE (with --scheme) exports the last run to FILE
 // (format by its extension) and verifies it; the Export tab shows the verdict. The files of
 // --screenshot, --screenshot-tabs and --export are checked before the model opens
-// (io::checkWritable): one that cannot be written exits 3 at once.
+// (io::checkWritable): one that cannot be written exits at once, as bitlens-cli does (3 for a
+// missing folder, 5 for a target that cannot be written or replaced).
 
 #include "main_window.h"
 #include "exec/omp_env.h"
@@ -161,11 +162,13 @@ int main(int argc, char** argv)
     // Every file this run will write is checked before the model opens (io::checkWritable, as
     // bitlens-cli does): a missing folder, a device or a FIFO fails now, not after the jobs.
     // --screenshot-tabs writes PREFIX-<tab>.png: its folder is checked through one such name.
-    const auto notWritable = [](const QString& file, bitlens::io::OutputKind kind) {
+    int refusedExit = 0;
+    const auto notWritable = [&refusedExit](const QString& file, bitlens::io::OutputKind kind) {
         auto checked = bitlens::io::checkWritable(file.toStdString(), kind);
         if (checked)
             return false;
         std::fprintf(stderr, "%s\n", checked.error().userMessage().c_str());
+        refusedExit = bitlens::exitCode(checked.error().code);
         return true;
     };
     using bitlens::io::OutputKind;
@@ -177,7 +180,7 @@ int main(int argc, char** argv)
                                          QLatin1String("safetensors")
                                      ? OutputKind::FileOrFolder
                                      : OutputKind::File)))
-        return kExitBadInput;
+        return refusedExit;
 
     // Results arrive through the event loop, so the connections below are made in time.
     bitlens::widgets::MainWindow window(model);

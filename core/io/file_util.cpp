@@ -40,15 +40,15 @@ Result<void> checkFolderWritable(const std::string& path, const fs::path& dir)
     if (::stat(folder.c_str(), &st) != 0) {
         if (errno == ENOENT)
             return Error::badInput(path, "cannot write: folder " + folder + " does not exist");
-        return Error::badInput(path, "cannot write: folder " + folder + ": " +
-                                         std::strerror(errno));
+        return Error::runtime("cannot write: folder " + folder + ": " + std::strerror(errno),
+                              path);
     }
     if (!S_ISDIR(st.st_mode))
         return Error::badInput(path, "cannot write: " + folder + " is not a folder");
     // access() asks the kernel with the real ids: a read-only mount is EROFS even for root.
     if (::access(folder.c_str(), W_OK | X_OK) != 0)
-        return Error::badInput(path, "cannot write: folder " + folder + ": " +
-                                         std::strerror(errno));
+        return Error::runtime("cannot write: folder " + folder + ": " + std::strerror(errno),
+                              path);
     return {};
 }
 
@@ -85,8 +85,9 @@ Result<std::string> checkWritable(const std::string& path, OutputKind kind)
     const bool namesFolder = target.size() != path.size();
     struct stat st {};
     if (::lstat(target.c_str(), &st) != 0) {
-        if (errno != ENOENT)
-            return Error::badInput(path, std::string("cannot write: ") + std::strerror(errno));
+        // ENOTDIR: a parent is a file, said below as "X is not a folder".
+        if (errno != ENOENT && errno != ENOTDIR)
+            return Error::runtime(std::string("cannot write: ") + std::strerror(errno), path);
         // Missing: a file or folder is created in its parent; `Folder` creates the missing
         // parents too, so the nearest existing one must be writable.
         if (kind == OutputKind::File && namesFolder)
@@ -112,34 +113,37 @@ Result<std::string> checkWritable(const std::string& path, OutputKind kind)
             std::error_code ec;
             const fs::path dest = fs::read_symlink(target, ec);
             if (err == ENOENT)
-                return Error::badInput(path, "is a symbolic link to " + dest.string() +
-                                                 ", which does not exist");
-            return Error::badInput(path, std::string("cannot resolve the symbolic link: ") +
-                                             std::strerror(err));
+                return Error::runtime("is a symbolic link to " + dest.string() +
+                                          ", which does not exist",
+                                      path);
+            return Error::runtime(std::string("cannot resolve the symbolic link: ") +
+                                      std::strerror(err),
+                                  path);
         }
         resolved = real;
         std::free(real);
         if (::stat(resolved.c_str(), &st) != 0)
-            return Error::badInput(path, std::string("cannot write: ") + std::strerror(errno));
+            return Error::runtime(std::string("cannot write: ") + std::strerror(errno), path);
     }
     if (S_ISDIR(st.st_mode)) {
         if (kind == OutputKind::File)
-            return Error::badInput(path, "is a directory, expected a file");
+            return Error::runtime("is a directory, expected a file", path);
         if (auto ok = checkFolderWritable(path, resolved); !ok)
             return ok.error();
         return resolved;
     }
     if (S_ISREG(st.st_mode)) {
         if (kind == OutputKind::Folder || namesFolder)
-            return Error::badInput(path, "is a file, expected a folder");
+            return Error::runtime("is a file, expected a folder", path);
         // Replaced by a rename in its folder: the folder must take a new file.
         if (auto ok = checkFolderWritable(path, fs::path(resolved).parent_path()); !ok)
             return ok.error();
         return resolved;
     }
     // Renaming over a device, FIFO or socket would replace the node itself (/dev/null).
-    return Error::badInput(path, std::string("is ") + nodeKind(st.st_mode) +
-                                     ", not a regular file: refusing to replace it");
+    return Error::runtime(std::string("is ") + nodeKind(st.st_mode) +
+                              ", not a regular file: refusing to replace it",
+                          path);
 }
 
 Result<std::vector<std::uint8_t>> readFileBytes(const std::string& path)

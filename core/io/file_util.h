@@ -26,13 +26,17 @@ enum class OutputKind {
 };
 /// Checks, before any work, that `path` can be written as an output of `kind`, and returns
 /// where to write: `path` itself, or for a symbolic link its resolved destination (the writers
-/// write there, so the link stays a link). BadInput naming `path` otherwise, with the reason:
-/// an existing target that is not a regular file ("is a character device, not a regular file:
-/// refusing to replace it"; also a FIFO, socket, block device, or a folder where a file is
-/// meant), a dangling symbolic link or a loop ("is a symbolic link to X, which does not
-/// exist", "... Too many levels of symbolic links"), a missing parent folder ("cannot write:
-/// folder X does not exist"), or one this process cannot write ("cannot write: folder X: Read-
-/// only file system"). Creates and writes nothing.
+/// write there, so the link stays a link). Otherwise an error naming `path`, with the reason:
+/// - BadInput (exit 3) when the path cannot name a file: empty, a missing parent folder
+///   ("cannot write: folder X does not exist"), a parent that is a file ("X is not a folder"),
+///   a new name ending in '/' where a file is meant;
+/// - Runtime (exit 5) when the target exists and cannot be written or replaced: a character or
+///   block device, FIFO or socket ("is a FIFO (named pipe), not a regular file: refusing to
+///   replace it"), a folder where a file is meant ("is a directory, expected a file"), a
+///   dangling symbolic link or a loop ("is a symbolic link to X, which does not exist", "...
+///   Too many levels of symbolic links"), or a folder this process cannot write ("cannot write:
+///   folder X: Read-only file system").
+/// Creates and writes nothing.
 Result<std::string> checkWritable(const std::string& path, OutputKind kind = OutputKind::File);
 
 /// Reads a whole file, or BadInput naming it ("cannot open file: No such file or directory",

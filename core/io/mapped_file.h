@@ -52,8 +52,9 @@ private:
 /// the same target that a killed writer left.
 class AtomicFileWriter {
 public:
-    /// Opens the temporary file; BadInput when io::checkWritable refuses `path` (a missing or
-    /// read-only folder, a target that is not a regular file), Runtime when the open fails.
+    /// Opens the temporary file; io::checkWritable's error when it refuses `path` (BadInput for
+    /// a missing folder, Runtime for a read-only folder or a target that is not a regular file),
+    /// Runtime when the open fails.
     static Result<std::unique_ptr<AtomicFileWriter>> create(const std::string& path);
     ~AtomicFileWriter();
     AtomicFileWriter(const AtomicFileWriter&) = delete;

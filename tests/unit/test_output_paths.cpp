@@ -32,24 +32,27 @@ std::string readText(const std::string& path)
     return text.str();
 }
 
-/// Refused as BadInput naming `path`, with `reason` in the message; nothing written.
+/// Refused naming `path`, with `reason` in the message; nothing written. Runtime (exit 5) for
+/// a target that exists and cannot be written or replaced, BadInput (exit 3) for a path that
+/// cannot name a file (empty, a missing parent folder, a parent that is a file).
 void expectRefused(const std::string& path, const std::string& reason,
-                   io::OutputKind kind = io::OutputKind::File)
+                   io::OutputKind kind = io::OutputKind::File,
+                   ErrorCode code = ErrorCode::Runtime)
 {
     auto checked = io::checkWritable(path, kind);
     ASSERT_FALSE(checked.ok()) << path << " was accepted as " << checked.value();
-    EXPECT_EQ(checked.error().code, ErrorCode::BadInput);
+    EXPECT_EQ(checked.error().code, code) << checked.error().describe();
     EXPECT_EQ(checked.error().path, path);
     EXPECT_NE(checked.error().message.find(reason), std::string::npos)
         << checked.error().message;
 }
 
 /// Every writer refuses it too (AtomicFileWriter goes through checkWritable).
-void expectWriteRefused(const std::string& path)
+void expectWriteRefused(const std::string& path, ErrorCode code = ErrorCode::Runtime)
 {
     auto written = io::writeFileAtomic(path, "abc", 3);
     ASSERT_FALSE(written.ok());
-    EXPECT_EQ(written.error().code, ErrorCode::BadInput);
+    EXPECT_EQ(written.error().code, code) << written.error().describe();
 }
 
 } // namespace
@@ -164,26 +167,30 @@ TEST(OutputPaths, AFolderIsRefusedWhereAFileIsMeant)
     std::ofstream(file) << "x";
     expectRefused(file, "is a file, expected a folder", io::OutputKind::Folder);
     expectRefused(file + "/", "is a file, expected a folder", io::OutputKind::FileOrFolder);
-    expectRefused(dir.file("new/"), "names a folder, expected a file");
+    expectRefused(dir.file("new/"), "names a folder, expected a file", io::OutputKind::File,
+                  ErrorCode::BadInput);
 }
 
 TEST(OutputPaths, AMissingParentFolderIsRefusedBeforeAnyWork)
 {
     test::TempDir dir("out-parent");
     const std::string path = dir.file("missing-dir/r.json");
-    expectRefused(path, "cannot write: folder " + dir.file("missing-dir") + " does not exist");
-    expectRefused(path, "does not exist", io::OutputKind::FileOrFolder);
-    expectWriteRefused(path);
+    expectRefused(path, "cannot write: folder " + dir.file("missing-dir") + " does not exist",
+                  io::OutputKind::File, ErrorCode::BadInput);
+    expectRefused(path, "does not exist", io::OutputKind::FileOrFolder, ErrorCode::BadInput);
+    expectWriteRefused(path, ErrorCode::BadInput);
     // A parent that is a file.
     std::ofstream(dir.file("f")) << "x";
-    expectRefused(dir.file("f/r.json"), "cannot write");
+    expectRefused(dir.file("f/r.json"), "cannot write: " + dir.file("f") + " is not a folder",
+                  io::OutputKind::File, ErrorCode::BadInput);
     // A folder output is created with its parents: only the nearest existing one counts.
     auto nested = io::checkWritable(dir.file("a/b/c"), io::OutputKind::Folder);
     ASSERT_TRUE(nested.ok()) << nested.error().describe();
     EXPECT_FALSE(fs::exists(dir.file("a")));
-    expectRefused(dir.file("f/out"), "cannot write", io::OutputKind::Folder);
+    expectRefused(dir.file("f/out"), "is not a folder", io::OutputKind::Folder,
+                  ErrorCode::BadInput);
     // An empty path.
-    expectRefused("", "empty");
+    expectRefused("", "empty", io::OutputKind::File, ErrorCode::BadInput);
 }
 
 TEST(OutputPaths, NewAndExistingRegularFilesAreAccepted)

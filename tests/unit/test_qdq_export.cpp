@@ -485,8 +485,7 @@ TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
     std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(content, "previous");
 
-    // A read-only folder (not for root, who may write anywhere): refused before writing
-    // (io::checkWritable, issue #49): BadInput, no file, no temp.
+    // A read-only folder (not for root, who may write anywhere): Runtime, no file, no temp.
     if (::geteuid() != 0) {
         const std::string ro = dir.file("ro");
         fs::create_directories(ro);
@@ -494,17 +493,17 @@ TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
         r = exporting::exportModel(model, exporting::ExportFormat::Onnx, ro + "/model.onnx");
         fs::permissions(ro, fs::perms::owner_all);
         ASSERT_FALSE(r.ok());
-        EXPECT_EQ(r.error().code, ErrorCode::BadInput);
+        EXPECT_EQ(r.error().code, ErrorCode::Runtime);
         EXPECT_TRUE(fs::is_empty(ro));
     }
 
-    // A folder sits at the path: refused before writing (issue #49: never replaced), BadInput
+    // A folder sits at the path: refused before writing (io::checkWritable, issue #49), Runtime
     // with the reason, no temporary file, the folder untouched.
     const std::string taken = dir.file("taken.onnx");
     fs::create_directories(taken);
     r = exporting::exportModel(model, exporting::ExportFormat::Onnx, taken);
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().code, ErrorCode::BadInput);
+    EXPECT_EQ(r.error().code, ErrorCode::Runtime);
     EXPECT_NE(r.error().message.find("is a directory, expected a file"), std::string::npos)
         << r.error().message;
     EXPECT_TRUE(fs::is_directory(taken));
