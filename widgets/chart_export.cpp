@@ -1,5 +1,7 @@
 #include "chart_export.h"
 
+#include "io/file_util.h"
+
 #include <QChart>
 #include <QChartView>
 #include <QCoreApplication>
@@ -103,11 +105,17 @@ bool exportChart(QChartView* view, const QString& path)
     const QString suffix = QFileInfo(path).suffix().toLower();
     if (suffix != QLatin1String("png") && suffix != QLatin1String("svg"))
         return false;
+    // A device, FIFO or missing folder is refused; a symbolic link is written at its
+    // destination (io::checkWritable), so the rename below never replaces the link.
+    auto target = io::checkWritable(path.toStdString());
+    if (!target)
+        return false;
+    const QString file = QString::fromStdString(*target);
     const QRectF source = settleLayout(view);
     if (source.isEmpty() || !view->scene())
         return false;
-    return suffix == QLatin1String("png") ? exportPng(view, source, path)
-                                          : exportSvg(view, source, path);
+    return suffix == QLatin1String("png") ? exportPng(view, source, file)
+                                          : exportSvg(view, source, file);
 }
 
 } // namespace bitlens::widgets

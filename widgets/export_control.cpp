@@ -9,6 +9,8 @@
 #include "quant_panel.h"
 #include "report_view.h"
 
+#include "io/file_util.h"
+
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileDialog>
@@ -168,7 +170,20 @@ bool ExportController::exportRun(const QString& format, const QString& path, boo
         showError(tr("Choose a file to export to."));
         return false;
     }
-    const QString target = QFileInfo(path.trimmed()).absoluteFilePath();
+    // The target is checked before the job starts (io::checkWritable, as bitlens-cli does): a
+    // device, FIFO or missing folder is refused; a symbolic link is written at its destination
+    // (the staging file goes beside that, the rename replaces that, the link stays).
+    const QString chosen = QFileInfo(path.trimmed()).absoluteFilePath();
+    const bool folderAllowed = format.compare(QStringLiteral("safetensors"),
+                                              Qt::CaseInsensitive) == 0;
+    auto writable = io::checkWritable(chosen.toStdString(), folderAllowed
+                                                                ? io::OutputKind::FileOrFolder
+                                                                : io::OutputKind::File);
+    if (!writable) {
+        showError(tr("Cannot export to “%1”: %2").arg(chosen, reasonText(writable.error())));
+        return false;
+    }
+    const QString target = QString::fromStdString(*writable);
     const QString staging = stagingPathFor(target, ++m_count);
     ExportRequest request;
     request.run = run;

@@ -4,6 +4,7 @@
 // cmd_*.cpp with a declaration here and one row in dispatch().
 #pragma once
 
+#include "io/file_util.h"
 #include "jobs/progress.h"
 #include "jobs/result.h"
 #include "workspace/workspace.h"
@@ -54,6 +55,13 @@ Result<std::unique_ptr<workspace::Workspace>> openWorkspace(const Args& args, bo
 /// data a Usage error says how to give some.
 Result<workspace::RunRequest> runRequest(const Args& args, const workspace::Workspace& ws,
                                          bool needEval);
+/// Checks before any work that the command's outputs can be written (io::checkWritable): --report
+/// as a file, --out as `outKind`. Otherwise io::checkWritable's error naming the path (exit 3
+/// for a missing folder, 5 for a target that cannot be written or replaced).
+Result<void> checkOutputs(const Args& args, io::OutputKind outKind = io::OutputKind::File);
+/// What `export` and `quantize --out` write to --out: a file, or for safetensors (--format,
+/// else the extension) a file or a model folder.
+io::OutputKind exportOutKind(const Args& args);
 
 // cli_output.cpp
 /// Prints the error ("error: <path>: <reason>") and returns its exit code.

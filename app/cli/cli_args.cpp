@@ -6,6 +6,7 @@
 #include "quant/scheme.h"
 #include "zoo/zoo.h"
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
 
@@ -26,7 +27,6 @@ const std::map<std::string, bool> kFlagTakesValue = {
 };
 
 } // namespace
-
 
 Result<Args> parseArgs(int argc, char** argv, int first)
 {
@@ -55,6 +55,28 @@ Result<Args> parseArgs(int argc, char** argv, int first)
     }
     return args;
 }
+
+Result<void> checkOutputs(const Args& args, io::OutputKind outKind)
+{
+    if (args.has("--out"))
+        if (auto r = io::checkWritable(args.get("--out"), outKind); !r)
+            return r.error();
+    if (args.has("--report"))
+        if (auto r = io::checkWritable(args.get("--report")); !r)
+            return r.error();
+    return {};
+}
+
+io::OutputKind exportOutKind(const Args& args)
+{
+    auto format = args.has("--format") ? Result<std::string>(args.get("--format"))
+                                        : workspace::exportFormatOfPath(args.get("--out"));
+    std::string name = format ? *format : std::string();
+    for (char& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name == "safetensors" ? io::OutputKind::FileOrFolder : io::OutputKind::File;
+}
+
 Result<std::string> parseDevice(const Args& args)
 {
     const std::string name = args.get("--device", "cpu");

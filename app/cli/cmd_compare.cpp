@@ -25,6 +25,8 @@ int cmdCompare(const Args& args)
     for (const auto& spec : specs)
         if (auto r = workspace::checkScheme(spec); !r)
             return fail(r.error());
+    if (auto r = checkOutputs(args); !r)
+        return fail(r.error());
     auto ws = openWorkspace(args, args.has("--quiet") || args.has("--json"));
     if (!ws)
         return fail(ws.error());

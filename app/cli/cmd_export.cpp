@@ -72,6 +72,8 @@ int cmdExport(const Args& args)
     // Refuse what the format cannot hold before loading data or calibrating.
     if (auto r = workspace::checkExport(scheme, args.get("--format"), args.get("--out")); !r)
         return fail(r.error());
+    if (auto r = checkOutputs(args, exportOutKind(args)); !r)
+        return fail(r.error());
     const bool quiet = args.has("--quiet") || args.has("--json");
     auto ws = openWorkspace(args, quiet);
     if (!ws)

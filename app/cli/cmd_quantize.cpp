@@ -25,6 +25,9 @@ int cmdQuantize(const Args& args)
     if (args.has("--out"))
         if (auto r = workspace::checkExport(scheme, {}, args.get("--out")); !r)
             return fail(r.error());
+    // --out and --report can be written: checked before the model opens, not after the run.
+    if (auto r = checkOutputs(args, exportOutKind(args)); !r)
+        return fail(r.error());
     auto ws = openWorkspace(args, quiet);
     if (!ws)
         return fail(ws.error());

@@ -36,6 +36,9 @@ int cmdRun(const Args& args)
     if (args.positional.size() != 1 || !args.has("--input") || !args.has("--out"))
         return fail(Error::usage("usage: bitlens-cli run MODEL --input X.npy[,Y.npy...] --out DIR "
                                  "[--scheme SCHEME [--calib DATA] [--limit N]]"));
+    // The folder the outputs go to (created when missing) is checked before the model opens.
+    if (auto r = checkOutputs(args, io::OutputKind::Folder); !r)
+        return fail(r.error());
     auto ws = openWorkspace(args, args.has("--quiet"));
     if (!ws)
         return fail(ws.error());

@@ -20,6 +20,8 @@ int cmdSensitivity(const Args& args)
     const std::string by = args.has("--by") ? args.get("--by") : "metric";
     if (by != "metric" && by != "kld")
         return fail(Error::usage("--by must be metric or kld, not '" + by + "'"));
+    if (auto r = checkOutputs(args); !r)
+        return fail(r.error());
     const std::string spec = args.get("--scheme");
     auto ws = openWorkspace(args, args.has("--quiet") || args.has("--json"));
     if (!ws)

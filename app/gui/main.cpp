@@ -7,10 +7,14 @@
 // ("bitlens: static-int8 ran in 3.2 s"). With --screenshot the window is saved to FILE once every
 // job has ended, and the app quits (exit code 3 when something could not be opened or run; the
 // screenshot is still written). --export FILE (with --scheme) exports the last run to FILE
-// (format by its extension) and verifies it; the Export tab shows the verdict.
+// (format by its extension) and verifies it; the Export tab shows the verdict. The files of
+// --screenshot, --screenshot-tabs and --export are checked before the model opens
+// (io::checkWritable): one that cannot be written exits at once, as bitlens-cli does (3 for a
+// missing folder, 5 for a target that cannot be written or replaced).
 
 #include "main_window.h"
 #include "exec/omp_env.h"
+#include "io/file_util.h"
 #include "report_view.h"
 
 #include <QApplication>
@@ -154,6 +158,29 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "error: --export needs a --scheme run to export\n");
         return 2;
     }
+
+    // Every file this run will write is checked before the model opens (io::checkWritable, as
+    // bitlens-cli does): a missing folder, a device or a FIFO fails now, not after the jobs.
+    // --screenshot-tabs writes PREFIX-<tab>.png: its folder is checked through one such name.
+    int refusedExit = 0;
+    const auto notWritable = [&refusedExit](const QString& file, bitlens::io::OutputKind kind) {
+        auto checked = bitlens::io::checkWritable(file.toStdString(), kind);
+        if (checked)
+            return false;
+        std::fprintf(stderr, "%s\n", checked.error().userMessage().c_str());
+        refusedExit = bitlens::exitCode(checked.error().code);
+        return true;
+    };
+    using bitlens::io::OutputKind;
+    if ((!screenshot.isEmpty() && notWritable(screenshot, OutputKind::File)) ||
+        (!tabsPrefix.isEmpty() &&
+         notWritable(tabsPrefix + QStringLiteral("-layers.png"), OutputKind::File)) ||
+        (!exportFile.isEmpty() &&
+         notWritable(exportFile, QFileInfo(exportFile).suffix().toLower() ==
+                                         QLatin1String("safetensors")
+                                     ? OutputKind::FileOrFolder
+                                     : OutputKind::File)))
+        return refusedExit;
 
     // Results arrive through the event loop, so the connections below are made in time.
     bitlens::widgets::MainWindow window(model);

@@ -163,15 +163,18 @@ void syncFolder(const fs::path& dir)
 
 Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::string& path)
 {
-    const fs::path target(path);
+    // A symbolic link is written at its destination; a device, FIFO or socket is refused
+    // rather than renamed over.
+    auto resolved = checkWritable(path, OutputKind::File);
+    if (!resolved)
+        return resolved.error();
+    const fs::path target(*resolved);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec))
-        return Error::badInput(path, "cannot write: folder " + dir.string() + " does not exist");
     removeStaleStaging(dir, target);
     std::random_device rd;
     std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter());
     writer->m_path = path;
+    writer->m_target = target.string();
     writer->m_dir = dir.string();
     writer->m_tmp = (dir / (stagingPrefix(target) + std::to_string(::getpid()) + "-" +
                             std::to_string(rd())))
@@ -222,7 +225,7 @@ Result<void> AtomicFileWriter::commit()
         fs::remove(m_tmp, ec);
         return Error::runtime("write failed (disk full?)", m_path);
     }
-    fs::rename(m_tmp, m_path, ec);
+    fs::rename(m_tmp, m_target, ec);
     if (ec) {
         std::error_code ignored;
         fs::remove(m_tmp, ignored);

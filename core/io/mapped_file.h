@@ -45,13 +45,16 @@ private:
     std::size_t m_size = 0;
 };
 
-/// Writes a file piece by piece into a staging file beside `path` (".NAME.tmp<pid>-<random>");
+/// Writes a file piece by piece into a staging file beside `path` (".NAME.tmp<pid>-<random>"),
+/// or beside its destination when `path` is a symbolic link (io::checkWritable);
 /// commit() fsyncs it, renames it into place and fsyncs the folder. Destroyed without commit()
 /// (an error on the way), it removes the staging file. create() also removes staging files of
 /// the same target that a killed writer left.
 class AtomicFileWriter {
 public:
-    /// Opens the temporary file; Runtime error when the folder is missing or not writable.
+    /// Opens the temporary file; io::checkWritable's error when it refuses `path` (BadInput for
+    /// a missing folder, Runtime for a read-only folder or a target that is not a regular file),
+    /// Runtime when the open fails.
     static Result<std::unique_ptr<AtomicFileWriter>> create(const std::string& path);
     ~AtomicFileWriter();
     AtomicFileWriter(const AtomicFileWriter&) = delete;
@@ -68,7 +71,8 @@ public:
 
 private:
     AtomicFileWriter() = default;
-    std::string m_path;
+    std::string m_path;    ///< as the caller named it (in messages)
+    std::string m_target;  ///< what the rename replaces: m_path with a symbolic link resolved
     std::string m_tmp;
     std::string m_dir;
     std::FILE* m_file = nullptr;

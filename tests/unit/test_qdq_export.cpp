@@ -497,13 +497,15 @@ TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
         EXPECT_TRUE(fs::is_empty(ro));
     }
 
-    // The rename into place fails (a folder sits at the path): Runtime, the temporary file is
-    // gone and the folder untouched.
+    // A folder sits at the path: refused before writing (io::checkWritable, issue #49), Runtime
+    // with the reason, no temporary file, the folder untouched.
     const std::string taken = dir.file("taken.onnx");
     fs::create_directories(taken);
     r = exporting::exportModel(model, exporting::ExportFormat::Onnx, taken);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::Runtime);
+    EXPECT_NE(r.error().message.find("is a directory, expected a file"), std::string::npos)
+        << r.error().message;
     EXPECT_TRUE(fs::is_directory(taken));
     int entries = 0;
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path()))

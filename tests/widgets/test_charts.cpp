@@ -37,6 +37,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include <sys/stat.h>
+
 using namespace bitlens::widgets;
 
 namespace {
@@ -527,6 +529,26 @@ private Q_SLOTS:
         QVERIFY(!QFileInfo::exists(dir.filePath("chart.jpg")));
         QVERIFY(!exportChart(nullptr, dir.filePath("x.png")));
         QVERIFY(!exportChart(&sqnr, QStringLiteral("/nonexistent-dir/chart.png")));
+        // Issue #49: a FIFO is refused and stays a FIFO (a rename would replace it); a
+        // symbolic link is written at its destination and stays a link.
+        const QString fifo = dir.filePath(QStringLiteral("pipe.svg"));
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        QVERIFY(!exportChart(&sqnr, fifo));
+        QVERIFY(!exportChart(&sqnr, dir.filePath(QStringLiteral("c0.png/x.png"))));
+        QVERIFY(QFileInfo(fifo).exists() && !QFileInfo(fifo).isFile());
+        const QString real = dir.filePath(QStringLiteral("real.svg"));
+        const QString link = dir.filePath(QStringLiteral("link.svg"));
+        {
+            QFile old(real);
+            QVERIFY(old.open(QIODevice::WriteOnly));
+            old.write("old");
+        }
+        QVERIFY(QFile::link(real, link));
+        QVERIFY(exportChart(&sqnr, link));
+        QVERIFY(QFileInfo(link).isSymLink());
+        QFile written(real);
+        QVERIFY(written.open(QIODevice::ReadOnly));
+        QVERIFY(written.readAll().contains("<svg"));
     }
 
     void emptyAndMalformedReportsShowNoData()

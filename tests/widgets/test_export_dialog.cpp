@@ -26,6 +26,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 using bitlens::widgets::ExportDialog;
 using bitlens::widgets::ExportView;
 using bitlens::widgets::MainWindow;
@@ -42,6 +44,7 @@ private Q_SLOTS:
     void cancelAtAnyMomentLeavesNoFile();
     void earlierRunWithOverridesIsPreparedAgain();
     void unsupportedPairingIsAnErrorAndWindowStaysUsable();
+    void targetsThatAreNotFilesAreRefusedAndLinksWrittenThrough();
 
 private:
     bool runAndWait(const QString& scheme);
@@ -94,6 +97,47 @@ bool TestExportDialog::exportAndWait(const QString& format, const QString& path,
     for (int i = 0; i < 1200 && shown.isEmpty() && stopped.isEmpty(); ++i)
         shown.wait(100);
     return !shown.isEmpty();
+}
+
+/// Issue #49: the target is checked before the job (io::checkWritable); a FIFO or a missing
+/// folder is refused and stays as it was, a symbolic link is written at its destination.
+void TestExportDialog::targetsThatAreNotFilesAreRefusedAndLinksWrittenThrough()
+{
+    if (!m_window)
+        QSKIP("no window");
+    QVERIFY(runAndWait(QStringLiteral("static-int8")));
+    QSignalSpy errors(m_window.get(), &MainWindow::errorShown);
+    const QString fifo = m_dir.filePath(QStringLiteral("pipe.onnx"));
+    QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+    QVERIFY(!m_window->exportRun(QStringLiteral("onnx"), fifo, false));
+    QCOMPARE(errors.size(), 1);
+    QVERIFY2(errors.back().front().toString().contains(QStringLiteral("is a FIFO")),
+             qPrintable(errors.back().front().toString()));
+    QVERIFY(!m_window->isBusy());
+    QVERIFY(QFileInfo(fifo).exists() && !QFileInfo(fifo).isFile());
+    QVERIFY(QFile::remove(fifo));
+
+    const QString nowhere = m_dir.filePath(QStringLiteral("missing/m.onnx"));
+    QVERIFY(!m_window->exportRun(QStringLiteral("onnx"), nowhere, false));
+    QCOMPARE(errors.size(), 2);
+    QVERIFY2(errors.back().front().toString().contains(QStringLiteral("does not exist")),
+             qPrintable(errors.back().front().toString()));
+    QVERIFY(!QFileInfo::exists(m_dir.filePath(QStringLiteral("missing"))));
+
+    const QString real = m_dir.filePath(QStringLiteral("real.onnx"));
+    const QString link = m_dir.filePath(QStringLiteral("link.onnx"));
+    {
+        QFile old(real);
+        QVERIFY(old.open(QIODevice::WriteOnly));
+        old.write("old");
+    }
+    QVERIFY(QFile::link(real, link));
+    QVERIFY(exportAndWait(QStringLiteral("onnx"), link, false));
+    QCOMPARE(errors.size(), 2);
+    QVERIFY(QFileInfo(link).isSymLink());
+    QVERIFY(QFileInfo(real).size() > 1000);
+    QVERIFY(QFile::remove(link));
+    QVERIFY(QFile::remove(real));
 }
 
 QStringList TestExportDialog::filesInDir() const
