@@ -246,12 +246,17 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
             return Error::cancelled();
         // A folder (an existing one, a name ending in '/', or a name without an extension)
         // becomes a Hugging Face model folder with its weights in model.safetensors.
+        // "out/" names the folder out, whose parent is that of "out" (parent_path of "out/"
+        // would be out itself).
         std::error_code ec;
-        const std::filesystem::path target(path);
+        std::string folderName = path;
+        while (folderName.size() > 1 && folderName.back() == '/')
+            folderName.pop_back();
+        const std::filesystem::path target(folderName);
         std::string file = path;
         if (std::filesystem::is_directory(target, ec) || (!path.empty() && path.back() == '/') ||
             !target.has_extension()) {
-            const std::filesystem::path parent = target.lexically_normal().parent_path();
+            const std::filesystem::path parent = target.parent_path();
             if (!std::filesystem::is_directory(target, ec)) {
                 if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
                     return Error::badInput(path, "cannot write: folder " + parent.string() +
