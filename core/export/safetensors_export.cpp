@@ -1,5 +1,6 @@
 #include "export/safetensors_export.h"
 
+#include "export/folder_export.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 #include "quant/engine.h"
@@ -489,6 +490,11 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         auto written = io::writeSafetensors(tensors, metadata, path);
         if (!written)
             return written.error();
+        if (auto fault = folderExportFault(); !fault) {
+            Error e = fault.error();
+            e.path = path;
+            return e;
+        }
 
         // A Hugging Face model folder: the source model's config.json with quantization_config
         // merged in (else what a folder already has there), and its tokenizer and generation

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end: safetensors exports to a folder (issue #37 item 5): `--out DIR/` with a trailing
-# slash works whether DIR exists or not, as `--out DIR` does.
+# End-to-end: safetensors exports to a folder. Issue #37 item 5: `--out DIR/` with a trailing
+# slash works whether DIR exists or not, as `--out DIR` does. Issue #49 item 3: a folder export
+# is all-or-nothing (staging folder swapped in with one rename, under a lock): no files of
+# another model stay, a failed or killed export leaves the old folder as it was, two concurrent
+# exports never mix.
 # Usage: test_export_folder.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -47,5 +50,79 @@ expect no-slash-existing-whole folder_ok "$tmp/new3"
 # A missing parent is still bad input, naming it.
 check slash-missing-parent 3 export_to "$tmp/no/such/"
 expect slash-missing-parent-message grep -q "folder $tmp/no does not exist" "$tmp/err"
+
+# --- #49 item 3: all-or-nothing folder exports ---
+files_of() { (cd "$1" && ls -A | sort | tr '\n' ' '); }
+no_leftovers() { # no_leftovers PARENT: no staging folder or lock file beside the exports
+  ! ls -A "$1" | grep -q "bitlens-staging\|bitlens-lock"
+}
+fingerprint() { (cd "$1" && ls -A | sort && cat config.json && sha256sum model.safetensors); }
+
+# A previous export of another model (its folder had vocab.txt and special_tokens_map.json,
+# copied into the export): exporting the tiny llama there leaves none of them.
+cp -r "$model" "$tmp/other"
+echo '[PAD]' > "$tmp/other/vocab.txt"
+echo '{}' > "$tmp/other/special_tokens_map.json"
+mkdir "$tmp/x"
+check other-export 0 "$cli" export "$tmp/other" --scheme w4-int4:sym=true --format safetensors \
+  --out "$tmp/x/m" --calib "$tmp/a/text.txt" --seq-len 32 --limit 2 --json
+expect other-export-has-vocab test -f "$tmp/x/m/vocab.txt" -a -f "$tmp/x/m/special_tokens_map.json"
+check over-other-model 0 export_to "$tmp/x/m"
+expect over-other-model-whole folder_ok "$tmp/x/m"
+expect over-other-model-no-vocab test "$(files_of "$tmp/x/m")" = \
+  "config.json model.safetensors tokenizer.json "
+expect over-other-model-no-leftovers no_leftovers "$tmp/x"
+
+# A folder that is not a BitLens export (a source model's own folder) is refused, untouched.
+before=$(fingerprint "$tmp/other")
+check not-an-export-refused 3 export_to "$tmp/other"
+expect not-an-export-message grep -q "not a BitLens export" "$tmp/err"
+expect not-an-export-untouched test "$(fingerprint "$tmp/other")" = "$before"
+expect not-an-export-no-leftovers no_leftovers "$tmp"
+
+# A write that fails after model.safetensors is written (before config.json): exit 5, the old
+# folder as it was, no staging folder or lock file left.
+before=$(fingerprint "$tmp/x/m")
+check fail-midway 5 env BITLENS_FOLDER_EXPORT_FAULT=fail "$cli" export "$model" --scheme w4-int4 \
+  --format safetensors --out "$tmp/x/m" --calib "$tmp/a/text.txt" --seq-len 32 --limit 2
+expect fail-midway-old-intact test "$(fingerprint "$tmp/x/m")" = "$before"
+expect fail-midway-no-leftovers no_leftovers "$tmp/x"
+# Into a new folder: no folder at all.
+check fail-midway-new 5 env BITLENS_FOLDER_EXPORT_FAULT=fail "$cli" export "$model" \
+  --scheme w4-int4 --format safetensors --out "$tmp/x/fresh" --calib "$tmp/a/text.txt" \
+  --seq-len 32 --limit 2
+expect fail-midway-new-nothing test ! -e "$tmp/x/fresh"
+expect fail-midway-new-no-leftovers no_leftovers "$tmp/x"
+
+# Killed (SIGKILL) at the same point: the old folder as it was; the next export removes what
+# the killed one left beside it and writes a whole folder.
+check killed-midway 137 env BITLENS_FOLDER_EXPORT_FAULT=kill "$cli" export "$model" \
+  --scheme w4-int4 --format safetensors --out "$tmp/x/m" --calib "$tmp/a/text.txt" \
+  --seq-len 32 --limit 2
+expect killed-midway-old-intact test "$(fingerprint "$tmp/x/m")" = "$before"
+expect killed-midway-left-staging bash -c "ls -A '$tmp/x' | grep -q bitlens-staging"
+check after-kill 0 export_to "$tmp/x/m" w4-int4
+expect after-kill-whole folder_ok "$tmp/x/m"
+expect after-kill-no-leftovers no_leftovers "$tmp/x"
+
+# Two concurrent exports to one folder, the first paused between its weights and its config:
+# both succeed, one after the other (the lock), and the folder is whole (weights and config of
+# the same export), the second one's.
+BITLENS_FOLDER_EXPORT_FAULT=sleep:4 "$cli" export "$model" --scheme w4-int4:sym=true \
+  --format safetensors --out "$tmp/x/c" --calib "$tmp/a/text.txt" --seq-len 32 --limit 2 \
+  > "$tmp/c1.out" 2> "$tmp/c1.err" &
+first=$!
+for _ in $(seq 100); do ls -A "$tmp/x" | grep -q "^\.c\.bitlens-staging" && break; sleep 0.1; done
+check concurrent-second 0 "$cli" export "$model" --scheme w4-int4 --format safetensors \
+  --out "$tmp/x/c" --calib "$tmp/a/text.txt" --seq-len 32 --limit 2
+expect concurrent-second-waited grep -q "waiting for another export" "$tmp/err"
+wait $first
+expect concurrent-first-ok test $? = 0
+expect concurrent-whole folder_ok "$tmp/x/c"
+expect concurrent-second-wins "$py" -c "
+import json
+q = json.load(open('$tmp/x/c/config.json'))['quantization_config']
+assert q['config_groups']['group_0']['weights']['symmetric'] is False, q"
+expect concurrent-no-leftovers no_leftovers "$tmp/x"
 
 finish
