@@ -125,4 +125,30 @@ q = json.load(open('$tmp/x/c/config.json'))['quantization_config']
 assert q['config_groups']['group_0']['weights']['symmetric'] is False, q"
 expect concurrent-no-leftovers no_leftovers "$tmp/x"
 
+# --- #49 item 5: info, run and eval open BitLens's own safetensors export (was exit 3: "tensor
+# 'model.layers.0.self_attn.q_proj.weight' is missing"), and it runs as the in-app model. ---
+"$py" -c "
+import json, numpy as np
+vocab = json.load(open('$model/config.json'))['vocab_size']
+np.save('$tmp/ids.npy', ((np.arange(24, dtype=np.int64) * 29 + 3) % vocab).reshape(1, -1))"
+for scheme in w4-int4:sym=true w4-int4 nvfp4-w; do
+  name=${scheme//[:=]/_}
+  check "reopen-export-$name" 0 export_to "$tmp/re-$name" "$scheme"
+  check "reopen-info-$name" 0 "$cli" info "$tmp/re-$name"
+  expect "reopen-info-note-$name" grep -q "dequantized compressed-tensors weights" "$tmp/out"
+  check "reopen-eval-$name" 0 "$cli" eval "$tmp/re-$name" --data "$tmp/a/text.txt" --seq-len 32 \
+    --limit 2
+  check "reopen-run-$name" 0 "$cli" run "$tmp/re-$name" --input "$tmp/ids.npy" \
+    --out "$tmp/re-$name-out"
+  check "inapp-run-$name" 0 "$cli" run "$model" --scheme "$scheme" --input "$tmp/ids.npy" \
+    --out "$tmp/inapp-$name-out" --calib "$tmp/a/text.txt" --seq-len 32 --limit 2
+  expect "reopen-same-logits-$name" "$py" -c "
+import glob, numpy as np
+a = np.load(glob.glob('$tmp/re-$name-out/*.npy')[0])
+b = np.load(glob.glob('$tmp/inapp-$name-out/*.npy')[0])
+d = np.abs(a - b).max() / np.abs(b).max()
+print('$scheme: reopened export vs in-app max |diff| / max |logit|', d)
+assert a.shape == b.shape and d < 1e-4, d"
+done
+
 finish
