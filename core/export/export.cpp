@@ -2,6 +2,7 @@
 
 #include "exec/executor.h"
 #include "exec/quant_ops.h"
+#include "export/folder_export.h"
 #include "export/gguf_export.h"
 #include "export/onnx_qdq.h"
 #include "export/safetensors_export.h"
@@ -245,32 +246,57 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
         if (cancel.cancelled())
             return Error::cancelled();
         // A folder (an existing one, a name ending in '/', or a name without an extension)
-        // becomes a Hugging Face model folder with its weights in model.safetensors.
+        // becomes a Hugging Face model folder with its weights in model.safetensors, written
+        // whole into a staging folder and swapped in at the end (folder_export.h).
         std::error_code ec;
-        const std::filesystem::path target(path);
+        const std::filesystem::path target = folderOfPath(path);
         std::string file = path;
+        std::unique_ptr<FolderExport> folder;
         if (std::filesystem::is_directory(target, ec) || (!path.empty() && path.back() == '/') ||
             !target.has_extension()) {
-            const std::filesystem::path parent = target.lexically_normal().parent_path();
-            if (!std::filesystem::is_directory(target, ec)) {
-                if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-                    return Error::badInput(path, "cannot write: folder " + parent.string() +
-                                                     " does not exist");
-                std::filesystem::create_directory(target, ec);
-                if (ec)
-                    return Error::runtime("cannot create folder: " + ec.message(), path);
-            }
-            file = (target / "model.safetensors").string();
+            auto begun = FolderExport::begin(path, progress, cancel);
+            if (!begun)
+                return begun.error();
+            folder = std::move(begun).value();
+            file = (folder->staging() / "model.safetensors").string();
         }
-        progress.report(0.1, "writing " + file);
+        progress.report(0.1, "writing " + (folder ? path : file));
         auto written = writeCompressedTensors(model, file, source.modelPath);
-        if (!written)
-            return written.error();
+        // Paths in what follows name the user's folder, not the staging one.
+        const auto shown = [&](std::string text) {
+            if (!folder)
+                return text;
+            const std::string from = folder->staging().string();
+            const std::string to = target.string();
+            for (std::size_t at = text.find(from); at != std::string::npos;
+                 at = text.find(from, at + to.size()))
+                text.replace(at, from.size(), to);
+            return text;
+        };
+        if (!written) {
+            Error e = written.error();
+            e.path = shown(e.path);
+            e.message = shown(e.message);
+            return e;
+        }
+        const std::int64_t bytes =
+            static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
+        if (folder) {
+            if (cancel.cancelled())
+                return Error::cancelled();
+            if (auto r = folder->commit(); !r)
+                return r.error();
+            file = (target / "model.safetensors").string();
+            for (std::string& f : written->folderFiles)
+                f = shown(f);
+            for (std::string& note : written->notes)
+                note = shown(note);
+        }
         ExportResult result;
         result.format = format;
         result.path = file;
         result.folderFiles = written->folderFiles;
-        result.bytes = static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
+        result.bytes = bytes;
         for (const auto& [name, lq] : model.layers)
             (lq.config.keepFloat ? result.floatLayers : result.quantizedLayers) += 1;
         result.notes = written->notes;

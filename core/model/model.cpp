@@ -5,6 +5,7 @@
 #include "io/gguf.h"
 #include "io/json_read.h"
 #include "io/onnx.h"
+#include "io/compressed_tensors.h"
 #include "io/safetensors.h"
 #include "io/torchscript.h"
 #include "ir/graph.h"
@@ -179,11 +180,28 @@ Result<Loaded> loadSafetensorsModel(const std::string& path, Progress& progress,
         return weights.error();
     if (cancel.cancelled())
         return Error::cancelled();
+    // A compressed-tensors folder (BitLens's own safetensors export, llm-compressor's): its
+    // quantized weights read back to float32, as a GGUF's are.
+    std::string note;
+    if (io::isCompressedTensorsConfig(config)) {
+        progress.report(0.2, "dequantizing the compressed-tensors weights");
+        auto decoded = io::decodeCompressedTensors(*weights, files->weights, false);
+        if (!decoded)
+            return decoded.error();
+        weights->tensors = std::move(decoded).value();
+        const auto& qc = config.at("quantization_config");
+        const auto format = qc.find("format");
+        note = "float baseline = dequantized compressed-tensors weights" +
+               (format != qc.end() && format->is_string()
+                    ? " (" + format->get<std::string>() + ")"
+                    : std::string()) +
+               ", not the original unquantized model";
+    }
     progress.report(0.3, "building the " + type + " graph");
     auto graph = model::buildFromHfConfig(config, weights->tensors, path);
     if (!graph)
         return graph.error();
-    Loaded loaded{std::move(graph).value(), type, {}, {}, nullptr};
+    Loaded loaded{std::move(graph).value(), type, note, {}, nullptr};
     auto tokenizer = tokenizerIn(files->dir, loaded.tokenizerPath);
     if (!tokenizer)
         return tokenizer.error();

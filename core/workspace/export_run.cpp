@@ -5,6 +5,7 @@
 #include "workspace/workspace_state.h"
 
 #include "export/export.h"
+#include "export/folder_export.h"
 #include "export/report_json.h"
 #include "io/file_util.h"
 #include "quant/scheme.h"
@@ -350,6 +351,13 @@ Result<void> commitExport(const std::string& stagingPath, const std::string& pat
     if (stagingPath.empty() || stagingPath == path)
         return {};
     std::error_code ec;
+    // A folder export (the window's staging folder) replaces the folder whole, under its lock.
+    if (std::filesystem::is_directory(stagingPath, ec)) {
+        auto moved = exporting::replaceFolder(stagingPath, path);
+        if (!moved)
+            discardExport(stagingPath);
+        return moved;
+    }
     std::filesystem::rename(stagingPath, path, ec);
     if (ec) {
         discardExport(stagingPath);
@@ -362,7 +370,7 @@ void discardExport(const std::string& stagingPath)
 {
     std::error_code ec;
     if (!stagingPath.empty())
-        std::filesystem::remove(stagingPath, ec);
+        std::filesystem::remove_all(stagingPath, ec);
 }
 
 } // namespace bitlens::workspace

@@ -243,9 +243,10 @@ Result<std::string> exportFormatOfPath(const std::string& path);
 /// The scheme string and layer overrides a report.json's run ran with, read back from its
 /// "scheme" object (checked: the overrides must give the same "scheme.overrides" again).
 Result<RunRequest> runOfReport(const nlohmann::json& report);
-/// Moves a finished export from its staging file to `path` (replacing a file there).
+/// Moves a finished export from its staging file to `path` (replacing a file there); a staging
+/// folder replaces the folder `path` whole (exporting::replaceFolder).
 Result<void> commitExport(const std::string& stagingPath, const std::string& path);
-/// Removes a staging file left by a cancelled export (no error when it is gone).
+/// Removes a staging file or folder left by a cancelled export (no error when it is gone).
 void discardExport(const std::string& stagingPath);
 
 /// True when `spec` parses to a quantization-aware training scheme (qat-*).
