@@ -190,16 +190,41 @@ void ExportView::setResult(const nlohmann::json& result)
                tr("Dequantized weights of every quantized layer, compared bit for bit."));
         const double app = numberOr(verify, "metric_app", NAN);
         const double file = numberOr(verify, "metric_file", NAN);
-        if (!std::isnan(app) || !std::isnan(file))
+        const bool perplexity = stringOf(verify, "metric_name") == QLatin1String("perplexity");
+        if (perplexity)
+            addRow(tr("Perplexity in app vs file"),
+                   tr("%1 vs %2 (%3 %; allowed %4 %), mean KLD %5")
+                       .arg(app, 0, 'f', 4)
+                       .arg(file, 0, 'f', 4)
+                       .arg(100.0 * (file / app - 1.0), 0, 'f', 3)
+                       .arg(100.0 * numberOr(verify, "metric_tolerance", 0.0), 0, 'f', 2)
+                       .arg(numberOr(verify, "mean_kld", NAN), 0, 'g', 3),
+                   tr("Over every next-token prediction of the windows; KLD of the file's "
+                      "distribution from the in-app one."));
+        else if (!std::isnan(app) || !std::isnan(file))
             addRow(tr("Top-1 in app vs file"),
                    tr("%1 vs %2 (%3 points; allowed %4)")
                        .arg(app, 0, 'f', 4)
                        .arg(file, 0, 'f', 4)
                        .arg(100.0 * (file - app), 0, 'f', 2)
                        .arg(100.0 * numberOr(verify, "metric_tolerance", 0.0), 0, 'f', 2));
-        addRow(tr("Top-1 disagreements"),
-               tr("%1 of %2 samples").arg(formatCount(countOf(verify, "argmax_disagreements")),
-                                          formatCount(samples)));
+        const double cosine = numberOr(verify, "embedding_cosine_mean", NAN);
+        if (!std::isnan(cosine))
+            addRow(tr("Embedding cosine, file vs app"),
+                   tr("%1 (min %2)")
+                       .arg(cosine, 0, 'f', 6)
+                       .arg(numberOr(verify, "embedding_cosine_min", NAN), 0, 'f', 6));
+        const std::int64_t positions = countOf(verify, "top1_positions");
+        const QString task = stringOf(verify, "task");
+        if (task.isEmpty() || task == QLatin1String("classification"))
+            addRow(tr("Top-1 disagreements"),
+                   tr("%1 of %2 samples").arg(formatCount(countOf(verify, "argmax_disagreements")),
+                                              formatCount(samples)));
+        else if (positions > 0)
+            addRow(tr("Top-1 disagreements"),
+                   tr("%1 of %2 token positions")
+                       .arg(formatCount(countOf(verify, "argmax_disagreements")),
+                            formatCount(positions)));
         addRow(tr("Verifier"), stringOf(verify, "message"));
         if (ok) {
             m_verdict = Verdict::Pass;

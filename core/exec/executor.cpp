@@ -564,18 +564,33 @@ std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor&
     if (!graph.inputs.empty() && graph.inputs[0].dtype == ir::DType::Int64 &&
         x.is_floating_point())
         x = x.to(at::kLong);  // token ids stored as floats (exact up to 2^24)
-    if (graph.inputs.size() == 2 && graph.inputs[1].name == "attention_mask") {
-        std::int64_t pad = 0;
-        if (auto it = graph.metadata.find("pad_token_id"); it != graph.metadata.end()) {
-            try {
-                pad = std::stoll(it->second);
-            } catch (const std::exception&) {
-                pad = 0;
-            }
+    if (graph.inputs.size() < 2 || x.dim() != 2)
+        return {x};
+    std::int64_t pad = 0;
+    if (auto it = graph.metadata.find("pad_token_id"); it != graph.metadata.end()) {
+        try {
+            pad = std::stoll(it->second);
+        } catch (const std::exception&) {
+            pad = 0;
         }
-        return {x, x.ne(pad).to(at::kLong)};
     }
-    return {x};
+    // An encoder's inputs after its token ids, by name, in the type the graph declares.
+    std::vector<at::Tensor> feeds = {x};
+    for (std::size_t i = 1; i < graph.inputs.size(); ++i) {
+        const ir::ValueInfo& in = graph.inputs[i];
+        const auto dtype = in.dtype == ir::DType::Int32     ? at::kInt
+                           : in.dtype == ir::DType::Float32 ? at::kFloat
+                                                            : at::kLong;
+        if (in.name == "attention_mask")
+            feeds.push_back(x.ne(pad).to(dtype));
+        else if (in.name == "token_type_ids")
+            feeds.push_back(at::zeros(x.sizes(), x.options().dtype(dtype)));
+        else if (in.name == "position_ids")
+            feeds.push_back(at::arange(x.size(1), x.options().dtype(dtype)).expand(x.sizes()));
+        else
+            return {x};  // not one this knows: the run says what it lacks
+    }
+    return feeds;
 }
 
 Result<ir::ShapeMap>

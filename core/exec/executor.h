@@ -90,9 +90,9 @@ private:
 std::vector<at::Tensor> runNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
                                 const ExecOptions& options);
 
-/// The graph's inputs for one batch of data [N, ...]: the batch itself (token ids given as
-/// floats become int64), plus, for graphs whose second input is "attention_mask" (BERT), the
-/// mask of tokens that are not padding (metadata "pad_token_id", default 0).
+/// The graph's inputs for one batch of data [N, ...]: the batch (token ids as floats become int64);
+/// for windows [N, S], an encoder's further inputs by name: attention_mask (ids != metadata
+/// "pad_token_id", default 0), token_type_ids (0), position_ids (0..S-1); else the batch alone.
 std::vector<at::Tensor> inputsForBatch(const ir::Graph& graph, const at::Tensor& batch);
 
 /// Output shape of every value for one sample, by value name, found by running the graph on

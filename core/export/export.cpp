@@ -353,21 +353,6 @@ public:
     }
 };
 
-
-Result<void> checkOutputs(const std::string& path, const std::vector<at::Tensor>& app,
-                          const std::vector<at::Tensor>& file)
-{
-    if (app.size() != file.size())
-        return Error::badInput(path, "the file has " + std::to_string(file.size()) +
-                                         " outputs, the model " + std::to_string(app.size()));
-    for (std::size_t i = 0; i < app.size(); ++i)
-        if (app[i].sizes() != file[i].sizes())
-            return Error::badInput(path, "output " + std::to_string(i) + " has shape " +
-                                             c10::str(file[i].sizes()) + ", the model's " +
-                                             c10::str(app[i].sizes()));
-    return {};
-}
-
 } // namespace
 
 namespace {
@@ -473,8 +458,9 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
         appExec.addHook(quant::makeQuantHook(model));
         exec::Executor fileExec(fromFile.graph, exec::ExecOptions{options.device});
         fileExec.addHook(quant::makeQuantHook(fromFile));
-        if (auto r = detail::compareRuns(appExec, fileExec, data, options.batchSize, path, result,
-                                         progress, cancel);
+        if (auto r = detail::compareRuns(appExec, fileExec, data,
+                                         detail::verifyBatch(model.graph, data, options), path,
+                                         result, progress, cancel);
             !r)
             return r.error();
         const std::int64_t n = result.samples;
@@ -496,7 +482,7 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
             fmt(result.maxAbsDiff) + " running the model from the file (" +
             (result.sameRoundingTolerance == 0.0 ? std::string("must be 0")
                                                  : "tolerance " + fmt(result.sameRoundingTolerance)) +
-            ")";
+            ")" + detail::figuresText(result);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
@@ -507,58 +493,6 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
 }
 
 } // namespace
-
-namespace detail {
-
-double maxAbsDiff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b)
-{
-    if (a.size() != b.size())
-        return std::numeric_limits<double>::infinity();
-    double worst = 0.0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const at::Tensor x = a[i].to(at::kCPU, at::kFloat);
-        const at::Tensor y = b[i].to(at::kCPU, at::kFloat);
-        if (x.sizes() != y.sizes())
-            return std::numeric_limits<double>::infinity();
-        const at::Tensor bothNan = at::logical_and(at::isnan(x), at::isnan(y));
-        const at::Tensor d = at::where(bothNan, at::zeros_like(x),
-                                       at::nan_to_num((x - y).abs(),
-                                                      std::numeric_limits<double>::infinity()));
-        if (d.numel() > 0)
-            worst = std::max(worst, d.max().item<double>());
-    }
-    return worst;
-}
-
-Result<void> compareRuns(exec::Executor& app, exec::Executor& file, const io::Dataset& data,
-                         std::int64_t batch, const std::string& path, VerifyResult& result,
-                         Progress& progress, const CancelToken& cancel)
-{
-    const std::int64_t n = data.size();
-    for (std::int64_t start = 0; start < n; start += batch) {
-        if (cancel.cancelled())
-            return Error::cancelled();
-        const std::int64_t end = std::min(n, start + batch);
-        const at::Tensor x = data.inputs.slice(0, start, end);
-        auto a = app.run({x});
-        if (!a)
-            return a.error();
-        auto f = file.run({x});
-        if (!f)
-            return Error{f.error().code, f.error().message, path, std::nullopt};
-        result.maxAbsDiff = std::max(result.maxAbsDiff, detail::maxAbsDiff(*a, *f));
-        for (const auto& y : *a)
-            if (y.numel() > 0)
-                result.outputAbsMax = std::max(result.outputAbsMax,
-                                               at::nan_to_num(y.abs()).max().item<double>());
-        progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
-    }
-    result.samples = n;
-    result.maxAbsDiffSameRounding = result.maxAbsDiff;
-    return {};
-}
-
-} // namespace detail
 
 Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                                   const quant::QuantizedModel& model, const io::Dataset& data,
@@ -576,8 +510,6 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
         return file.error();
     if (!data.inputs.defined() || data.size() == 0)
         return Error::usage("verification needs samples (--eval DATA)");
-    if (file->inputs.size() != 1 || model.graph.inputs.size() != 1)
-        return Error::unsupported(path, "verification runs models with one input");
     auto inFile = [&path](const Error& e) { return Error{e.code, e.message, path, std::nullopt}; };
     try {
         c10::InferenceMode guard;
@@ -590,7 +522,10 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
 
         // 1. Weights: each quantized layer of the file must read exactly (bit for bit) the
         //    dequantized weight the in-app model uses.
-        auto values = fileExec.runAll({data.inputs.slice(0, 0, 1)});
+        auto firstFeeds = detail::feedsFor(*file, data.inputs.slice(0, 0, 1), path);
+        if (!firstFeeds)
+            return firstFeeds.error();
+        auto values = fileExec.runAll(*firstFeeds);
         if (!values)
             return inFile(values.error());
         for (const auto& [name, lq] : model.layers) {
@@ -616,83 +551,38 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                 ++result.weightsMismatched;
         }
 
-        // 2. Outputs and metric on every sample, in the batches the in-app metric uses: the
-        //    file as ONNX defines it, and the file with the in-app rounding rule.
-        const std::int64_t n = data.size();
-        const bool labelled = data.labels.defined();
-        std::int64_t correctApp = 0;
-        std::int64_t correctFile = 0;
-        for (std::int64_t start = 0; start < n; start += options.batchSize) {
-            if (cancel.cancelled())
-                return Error::cancelled();
-            const std::int64_t end = std::min(n, start + options.batchSize);
-            const at::Tensor x = data.inputs.slice(0, start, end);
-            auto a = appExec.run({x});
-            if (!a)
-                return a.error();
-            auto f = fileExec.run({x});
-            if (!f)
-                return inFile(f.error());
-            auto e = sameExec.run({x});
-            if (!e)
-                return inFile(e.error());
-            if (auto r = checkOutputs(path, *a, *f); !r)
-                return r.error();
-            result.maxAbsDiff = std::max(result.maxAbsDiff, detail::maxAbsDiff(*a, *f));
-            result.maxAbsDiffSameRounding =
-                std::max(result.maxAbsDiffSameRounding, detail::maxAbsDiff(*a, *e));
-            for (const auto& y : *a)
-                if (y.numel() > 0)
-                    result.outputAbsMax = std::max(
-                        result.outputAbsMax, at::nan_to_num(y.abs()).max().item<double>());
-            const at::Tensor ya = a->front().to(at::kCPU);
-            const at::Tensor yf = f->front().to(at::kCPU);
-            if (ya.dim() == 2 && ya.size(0) == end - start) {
-                const at::Tensor pa = ya.argmax(1);
-                const at::Tensor pf = yf.argmax(1);
-                result.argmaxDisagreements += pa.ne(pf).sum().item<std::int64_t>();
-                if (labelled) {
-                    const at::Tensor labels = data.labels.slice(0, start, end);
-                    correctApp += pa.eq(labels).sum().item<std::int64_t>();
-                    correctFile += pf.eq(labels).sum().item<std::int64_t>();
-                }
-            }
-            progress.report(static_cast<double>(end) / static_cast<double>(n), "verifying");
-        }
-        result.samples = n;
-        if (labelled) {
-            result.metricApp = analysis::MetricValue{
-                "top1", static_cast<double>(correctApp) / static_cast<double>(n), n};
-            result.metricFile = analysis::MetricValue{
-                "top1", static_cast<double>(correctFile) / static_cast<double>(n), n};
-        }
+        // 2. Outputs and the task's figures on every sample, in the batches the in-app metric
+        //    uses, fed what each graph declares: the file as ONNX defines it, and the file with
+        //    the in-app rounding rule.
+        if (auto r = detail::compareRuns(appExec, fileExec, data,
+                                         detail::verifyBatch(model.graph, data, options), path,
+                                         result, progress, cancel, &sameExec);
+            !r)
+            return r.error();
+        const std::int64_t n = result.samples;
 
         // 3. Verdict (see VerifyResult): exact weights; with the in-app rounding rule exact
         //    outputs (on a GPU, where kernels may pick different algorithms per run, to 1e-5 of
-        //    the outputs' range); as ONNX defines it, the same top-1 to 0.2 points.
+        //    the outputs' range); as ONNX defines it, the same top-1 to 0.2 points (a language
+        //    model: the same perplexity to 0.2 %).
         result.sameRoundingTolerance =
             options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
-        const bool metricOk =
-            !result.metricApp ||
-            std::abs(result.metricApp->value - result.metricFile->value) <= result.metricTolerance;
         result.ok = result.weightsMismatched == 0 &&
-                    result.maxAbsDiffSameRounding <= result.sameRoundingTolerance && metricOk;
-        std::string text = formatName(format) + " file vs in-app model on " + std::to_string(n) +
-                           " samples: " +
-                           std::to_string(result.weightsChecked - result.weightsMismatched) +
-                           "/" + std::to_string(result.weightsChecked) +
-                           " quantized weights identical; max |diff| " +
-                           fmt(result.maxAbsDiffSameRounding) + " with the in-app rounding (" +
-                           (result.sameRoundingTolerance == 0.0
-                                ? std::string("must be 0")
-                                : "tolerance " + fmt(result.sameRoundingTolerance)) +
-                           "), " + fmt(result.maxAbsDiff) + " as ONNX rounds (outputs up to " +
-                           fmt(result.outputAbsMax) + "); " +
-                           std::to_string(result.argmaxDisagreements) + " top-1 disagreements";
-        if (result.metricApp)
-            text += "; top-1 " + fmt(100.0 * result.metricApp->value) + "% in-app, " +
-                    fmt(100.0 * result.metricFile->value) + "% file";
-        result.message = text;
+                    result.maxAbsDiffSameRounding <= result.sameRoundingTolerance &&
+                    detail::metricAgrees(result);
+        result.message = formatName(format) + " file vs in-app model on " + std::to_string(n) +
+                         " samples: " +
+                         std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
+                         std::to_string(result.weightsChecked) +
+                         " quantized weights identical; max |diff| " +
+                         fmt(result.maxAbsDiffSameRounding) + " with the in-app rounding (" +
+                         (result.sameRoundingTolerance == 0.0
+                              ? std::string("must be 0")
+                              : "tolerance " + fmt(result.sameRoundingTolerance)) +
+                         "), " + fmt(result.maxAbsDiff) + " as ONNX rounds (outputs up to " +
+                         fmt(result.outputAbsMax) + "); " +
+                         std::to_string(result.argmaxDisagreements) + " top-1 disagreements" +
+                         detail::figuresText(result);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
@@ -723,6 +613,9 @@ nlohmann::json exportToJson(const ExportResult& result, const std::optional<Veri
         auto metric = [](const std::optional<analysis::MetricValue>& m) {
             return m ? number(m->value) : nlohmann::json(nullptr);
         };
+        auto optional = [](const std::optional<double>& v) {
+            return v ? number(*v) : nlohmann::json(nullptr);
+        };
         j["verify"] = {{"samples", verify->samples},
                        {"max_abs_diff", number(verify->maxAbsDiff)},
                        {"max_abs_diff_same_rounding", number(verify->maxAbsDiffSameRounding)},
@@ -734,6 +627,20 @@ nlohmann::json exportToJson(const ExportResult& result, const std::optional<Veri
                        {"argmax_disagreements", verify->argmaxDisagreements},
                        {"metric_app", metric(verify->metricApp)},
                        {"metric_file", metric(verify->metricFile)},
+                       {"metric_name", verify->metricApp ? nlohmann::json(verify->metricApp->name)
+                                                         : nlohmann::json(nullptr)},
+                       {"task", verify->task},
+                       {"top1_positions", verify->top1Positions},
+                       {"same_top1_rate", number(verify->sameTop1Rate)},
+                       {"tokens", verify->tokens},
+                       {"perplexity_app", verify->tokens > 0 ? metric(verify->metricApp)
+                                                             : nlohmann::json(nullptr)},
+                       {"perplexity_file", verify->tokens > 0 ? metric(verify->metricFile)
+                                                              : nlohmann::json(nullptr)},
+                       {"mean_kld", optional(verify->meanKld)},
+                       {"max_kld", optional(verify->maxKld)},
+                       {"embedding_cosine_mean", optional(verify->embeddingCosineMean)},
+                       {"embedding_cosine_min", optional(verify->embeddingCosineMin)},
                        {"ok", verify->ok},
                        {"message", verify->message}};
     }

@@ -75,6 +75,10 @@ struct VerifyOptions {
     /// Samples per run; the in-app metric uses the same batches (analysis::evaluateQuantized
     /// runs 256), which matters for dynamic schemes: their activation ranges are per batch.
     std::int64_t batchSize = 256;
+    /// Token windows per run of a sequence model (language model, encoder, LSTM), as its metric
+    /// runs them (analysis::SequenceMetricOptions), fewer where a batch's first output would
+    /// pass 256 MB.
+    std::int64_t sequenceBatchSize = 8;
 };
 
 /// The outcome of reloading and re-running an exported file. The file is run twice: as ONNX
@@ -90,12 +94,30 @@ struct VerifyResult {
     double maxAbsDiffSameRounding = 0.0;  ///< the same with the in-app rounding rule
     double sameRoundingTolerance = 0.0;   ///< 0 on the CPU; 1e-5 of outputAbsMax on a GPU
     double outputAbsMax = 0.0;      ///< max |in-app output| (the scale of the outputs)
-    double metricTolerance = 0.002; ///< |top-1 file - top-1 in-app| allowed (0.2 points)
+    /// |top-1 file - top-1 in-app| allowed (0.2 points); for a language model the same
+    /// fraction of its perplexity, |perplexity file / in-app - 1|
+    double metricTolerance = 0.002;
     std::int64_t weightsChecked = 0;    ///< quantized layers whose dequantized weights compared
     std::int64_t weightsMismatched = 0; ///< of those, not bit-identical to the in-app weights
     std::int64_t argmaxDisagreements = 0;  ///< samples whose top-1 class differs (ONNX rounding)
     std::optional<analysis::MetricValue> metricApp;   ///< in-app quantized model (labels only)
     std::optional<analysis::MetricValue> metricFile;  ///< the reloaded file, ONNX rounding
+    /// What the model does (ir::taskName): "classification", "lm", "embedding", "sequence";
+    /// it decides the figures below. A classifier's top-1 is per sample, a sequence model's
+    /// per token position (argmaxDisagreements counts the same positions).
+    std::string task = "classification";
+    std::int64_t top1Positions = 0;  ///< outputs whose top-1 was compared (none: embeddings)
+    double sameTop1Rate = 1.0;       ///< fraction of them where the file picks the in-app top-1
+    /// Language models, over every next-token prediction of the windows (`tokens`): the
+    /// perplexities (also metricApp / metricFile) and the KL divergence of the file's
+    /// distribution from the in-app one, KLD_t = sum_v P_app ln(P_app / P_file).
+    std::int64_t tokens = 0;
+    std::optional<double> meanKld;
+    std::optional<double> maxKld;
+    /// Encoders: cosine of the file's mean-pooled embedding with the in-app one (the pooling
+    /// of the embedding-cosine metric), mean and smallest over the samples.
+    std::optional<double> embeddingCosineMean;
+    std::optional<double> embeddingCosineMin;
     bool ok = false;
     std::string message;            ///< one line: what was compared and the verdict
 };
@@ -117,7 +139,9 @@ Error mismatchError(const std::string& path, const VerifyResult& result);
 /// report.json's "export" object: {format, path, bytes, opset, quantized_layers, float_layers,
 /// verify: {samples, max_abs_diff, max_abs_diff_same_rounding, same_rounding_tolerance,
 /// output_abs_max, metric_tolerance, weights_checked, weights_mismatched, argmax_disagreements,
-/// metric_app, metric_file, ok, message} | null}.
+/// metric_app, metric_file, metric_name, task, top1_positions, same_top1_rate, tokens,
+/// perplexity_app, perplexity_file, mean_kld, max_kld, embedding_cosine_mean,
+/// embedding_cosine_min, ok, message} | null} (figures a task does not have are null).
 nlohmann::json exportToJson(const ExportResult& result,
                             const std::optional<VerifyResult>& verify);
 

@@ -520,10 +520,9 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
         appExec.addHook(quant::makeQuantHook(model));
         exec::Executor fileExec(file, exec::ExecOptions{options.device});
         // Language-model logits are [batch, sequence, vocab]: small batches keep them in memory.
-        const std::int64_t batch = std::max<std::int64_t>(
-            1, std::min<std::int64_t>(options.batchSize, data.inputs.dim() >= 2 ? 4 : 256));
-        if (auto r = detail::compareRuns(appExec, fileExec, data, batch, path, result, progress,
-                                         cancel);
+        if (auto r = detail::compareRuns(appExec, fileExec, data,
+                                         detail::verifyBatch(model.graph, data, options), path,
+                                         result, progress, cancel);
             !r)
             return r.error();
         const std::int64_t n = result.samples;
@@ -544,7 +543,8 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             "; outputs up to " + fmt(result.outputAbsMax) + ")" +
             (ropeRounded ? "; the rotary frequencies, stored as rope_freqs.weight factors, "
                            "read back within float32 rounding"
-                         : "");
+                         : "") +
+            detail::figuresText(result);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),

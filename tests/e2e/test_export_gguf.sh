@@ -47,6 +47,8 @@ v = d['verify']
 assert d['format'] == 'gguf' and d['bytes'] > 0 and d['quantized_layers'] == $layers, d
 assert v['ok'] and v['max_abs_diff'] == 0 and v['weights_checked'] == $layers, v
 assert v['weights_mismatched'] == 0 and v['samples'] == 4, v
+assert v['task'] == 'lm' and v['tokens'] == 4 * 31 and v['same_top1_rate'] == 1, v
+assert v['mean_kld'] == 0 and v['perplexity_file'] == v['perplexity_app'], v
 assert any('tokenizer: byte-level BPE' in n for n in d['notes']), d['notes']
 "
   # BitLens' reading of the file, as F32, to compare with gguf-py's dequantization.

@@ -2,7 +2,8 @@
 # End-to-end: export fashion-cnn as ONNX QDQ (static-int8, dynamic-int8, w4-int4), run the files
 # with onnxruntime, and hold them to BitLens' own numbers: ORT top-1 within 0.2 points of the
 # report's quantized top-1 (issue #6), ORT logits equal to `bitlens-cli run` on the same file,
-# --verify passing; failed writes leave no file; what ONNX cannot hold exits 4.
+# --verify passing; --verify of an encoder (minilm-l6) and a language model (kjv-llama); failed
+# writes leave no file; what ONNX cannot hold exits 4.
 # Usage: test_export_onnx.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -86,6 +87,35 @@ check quantize-out 0 "$cli" quantize fashion-cnn --scheme static-w4a8:calib=300 
 expect quantize-out-report report "$tmp/w4a8.json" "
 e=d['export']; assert e['format']=='onnx' and e['opset']==21 and e['verify'] is None, e"
 expect quantize-out-file test -s "$tmp/w4a8.onnx"
+
+# --verify of sequence models (issue #37 item 2), on the data their metric uses, few windows:
+# minilm-l6 (an encoder fed input_ids and attention_mask, as its graph declares) compares the
+# mean-pooled embeddings; kjv-llama (a language model) the logits, top-1 per token, perplexity
+# and KL divergence. Both must print their figures and pass (it exited 4 before: "verification
+# runs models with one input" for minilm; no language-model figures for kjv-llama).
+if "$cli" zoo path minilm-l6 --quiet > /dev/null 2>&1; then
+  check minilm-verify 0 "$cli" export minilm-l6 --scheme dynamic-int8 --format onnx \
+    --out "$tmp/minilm.onnx" --verify --limit 4 --seq-len 64
+  cat "$tmp/out"
+  expect minilm-verify-figures grep -qE "^verify +ok: onnx file vs in-app model on 4 samples: \
+([0-9]+)/\\1 quantized weights identical; max \|diff\| 0 with the in-app rounding .*; embedding \
+cosine file vs in-app [01]\.?[0-9]* \(min [01]" "$tmp/out"
+else
+  skip "minilm-l6: not built (offline? bitlens-cli zoo build minilm-l6)"
+fi
+check kjv-llama-verify 0 "$cli" export kjv-llama --scheme dynamic-int8 --format onnx \
+  --out "$tmp/kjv.onnx" --verify --limit 2 --seq-len 64 --json
+cp "$tmp/out" "$tmp/kjv.json"
+expect kjv-llama-verify-json report "$tmp/kjv.json" "
+v = d['verify']
+assert v['ok'] and v['task'] == 'lm' and v['samples'] == 2, v
+assert v['weights_mismatched'] == 0 and v['max_abs_diff_same_rounding'] == 0, v
+assert v['tokens'] == 2 * 63 and v['top1_positions'] == 2 * 64, v
+assert v['metric_name'] == 'perplexity' and 1 < v['perplexity_app'] < 2048, v
+assert abs(v['perplexity_file'] / v['perplexity_app'] - 1) <= v['metric_tolerance'], v
+assert 0 <= v['mean_kld'] < 1e-3 and v['same_top1_rate'] >= 0.98, v
+assert 'perplexity' in v['message'] and 'mean KLD' in v['message'], v['message']
+"
 
 # Writes that fail leave nothing: a missing folder is bad input (3), a read-only one a runtime
 # failure (5; root may write anywhere, so that half runs for other users only).

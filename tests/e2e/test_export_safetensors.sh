@@ -129,6 +129,16 @@ assert cos.mean() >= 0.99 and cos.min() >= 0.98, (cos.mean(), cos.min())"
     "$tmp/minilm-1-int8" "$tmp/minilm-1" "$tmp/ids.npy" "$tmp/mask.npy" \
     "$tmp/bl1/last_hidden_state.npy" 0.9995 0 --valid-only-range --below
   cat "$tmp/out"
+  # --verify of the encoder (issue #37 item 2; it failed before, feeding one input to a graph
+  # that declares input_ids and attention_mask): the file's weights and activation scales run
+  # in the in-app model give its outputs exactly, and the figures are printed.
+  check minilm-verify 0 "$cli" export minilm-l6 --scheme dynamic-int8 --format safetensors \
+    --out "$tmp/minilm-verify" --verify --limit 4 --seq-len 64
+  cat "$tmp/out"
+  expect minilm-verify-figures grep -qE "^verify +ok: safetensors file vs in-app model on 4 \
+samples: ([0-9]+)/\\1 quantized weights identical, 0 other tensors differ, .*max \|diff\| 0 \
+running the model from the file \(must be 0\); embedding cosine file vs in-app 1 \(min 1\)" \
+    "$tmp/out"
 else
   skip "minilm-l6: not built (offline? bitlens-cli zoo build minilm-l6)"
 fi
@@ -157,6 +167,9 @@ v = d['verify']
 assert d['format'] == 'safetensors' and d['quantized_layers'] >= 14, d
 assert v['ok'] and v['weights_mismatched'] == 0 and v['samples'] == 4, v
 assert v['max_abs_diff'] <= (0 if '$scheme' != 'nvfp4-w' else 1e-5 * max(v['output_abs_max'], 1e-6)), v
+assert v['task'] == 'lm' and v['tokens'] == 4 * 31 and v['top1_positions'] == 4 * 32, v
+assert v['same_top1_rate'] == 1 and v['mean_kld'] < 1e-9, v
+assert abs(v['perplexity_file'] / v['perplexity_app'] - 1) < 1e-6, v
 assert not any('zero points packed' in n for n in d['notes']), d['notes']
 "
   check "llama-bitlens-$scheme" 0 "$cli" run "$tmp/llama/hf" --scheme $scheme \

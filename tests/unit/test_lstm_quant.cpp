@@ -3,10 +3,13 @@
 // equations), dynamic and static int8 close to float, weight-only schemes, the plan, the
 // analysis rows and the exports that must refuse such layers.
 
+#include "temp_dir.h"
+
 #include "analysis/quant_report.h"
 #include "exec/executor.h"
 #include "export/export.h"
 #include "export/onnx_qdq.h"
+#include "io/dataset.h"
 #include "ir/graph.h"
 #include "quant/engine.h"
 #include "quant/real_kernels.h"
@@ -326,4 +329,54 @@ TEST(LstmQuant, ExportOfAQuantizedLstmIsRefusedBeforeAnyCalibration)
                                                 exporting::ExportFormat::Gguf, "m.pt");
     ASSERT_FALSE(gguf.ok());
     EXPECT_NE(gguf.error().message.find("llama-family models only"), std::string::npos);
+}
+
+TEST(LstmQuant, ExportVerifyOfAnLstmKeptFloatPassesInOnnxAndSafetensors)
+{
+    // Issue #37 item 2: an LSTM model verified where the format holds it: the LSTM kept float
+    // by an override, its head (a MatMul to 10 classes per step) quantized. A sequence model:
+    // top-1 compared per time step, in the metric's windows.
+    ir::Graph g = rnnGraph(ir::OpKind::LSTM, 29);
+    at::Generator gen = at::detail::createCPUGenerator(30);
+    g.initializers["squeeze.axes"] = at::tensor({std::int64_t{2}});
+    g.initializers["head.weight"] = at::randn({kHidden, 10}, gen);
+    ir::Node squeeze;
+    squeeze.name = "squeeze";
+    squeeze.op = ir::OpKind::Squeeze;
+    squeeze.inputs = {"y", "squeeze.axes"};
+    squeeze.outputs = {"h"};
+    ir::Node head;
+    head.name = "head";
+    head.op = ir::OpKind::MatMul;
+    head.inputs = {"h", "head.weight"};
+    head.outputs = {"logits"};
+    g.nodes.push_back(squeeze);
+    g.nodes.push_back(head);
+    g.outputs = {{"logits", ir::DType::Float32, {}}};
+    auto scheme = quant::parseScheme("dynamic-int8").value();
+    scheme.overrides["lstm"] = std::nullopt;
+    auto model = quant::prepare(g, scheme, input(4, 7, 31));
+    ASSERT_TRUE(model.ok()) << model.error().userMessage();
+    ASSERT_TRUE(model->layers.count("head") && !model->layers.at("head").config.keepFloat);
+    io::Dataset data;
+    data.path = "steps";
+    data.inputs = input(12, 7, 32);
+    test::TempDir dir;
+    for (const auto& [format, path] :
+         {std::pair{exporting::ExportFormat::Onnx, dir.file("lstm.onnx")},
+          std::pair{exporting::ExportFormat::Safetensors, dir.file("lstm-st")}}) {
+        ASSERT_TRUE(exporting::checkExportableModel(g, scheme, format).ok());
+        auto written = exporting::exportModel(*model, format, path);
+        ASSERT_TRUE(written.ok()) << written.error().userMessage();
+        auto v = exporting::verifyExport(path, format, *model, data);
+        ASSERT_TRUE(v.ok()) << path << ": " << v.error().userMessage();
+        EXPECT_TRUE(v->ok) << v->message;
+        EXPECT_EQ(v->task, "sequence");
+        EXPECT_EQ(v->samples, 12);
+        EXPECT_EQ(v->weightsMismatched, 0) << v->message;
+        EXPECT_EQ(v->weightsChecked, 1) << v->message;  // the head; the LSTM is float
+        EXPECT_EQ(v->maxAbsDiffSameRounding, 0.0) << v->message;
+        EXPECT_EQ(v->top1Positions, 12 * 7) << v->message;
+        EXPECT_GE(v->sameTop1Rate, 0.95) << v->message;
+    }
 }

@@ -404,6 +404,144 @@ TEST(ExportVerify, CatchesAWrongActivationScale)
     EXPECT_EQ(v->weightsMismatched, 1);
 }
 
+// ---- Verification of sequence models (issue #37 item 2) ----------------------------------
+
+/// Token ids 1..15 [n, s] as floats (how text data sets hold them), the last two positions of
+/// every other row padding (0).
+io::Dataset tokenWindows(std::int64_t n, std::int64_t s, std::uint64_t seed)
+{
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    at::Tensor ids = at::randint(1, 16, {n, s}, gen).to(at::kFloat);
+    for (std::int64_t i = 0; i < n; i += 2)
+        ids[i].slice(0, s - 2, s).zero_();
+    io::Dataset d;
+    d.path = "windows";
+    d.inputs = ids;
+    return d;
+}
+
+/// A tiny sequence model over a 16-token vocabulary: embedding, a dense layer and, for a
+/// language model, a head to logits [B, S, 16]; an encoder ("embedding") declares
+/// attention_mask as its second input, as BERT does, and zeroes padded positions with it.
+ir::Graph tinySequenceModel(bool languageModel)
+{
+    at::Generator gen = at::detail::createCPUGenerator(21);
+    ir::GraphBuilder g(languageModel ? "lm" : "encoder");
+    const auto ids = g.input("input_ids", {-1, -1}, ir::DType::Int64);
+    const auto mask =
+        languageModel ? std::string() : g.input("attention_mask", {-1, -1}, ir::DType::Int64);
+    ir::Attributes axis0;
+    axis0.set("axis", std::int64_t{0});
+    auto x = g.node("embed", ir::OpKind::Gather,
+                    {g.constant("embed.weight", at::randn({16, 8}, gen)), ids}, axis0);
+    x = g.matmul("dense", x, g.constant("dense.weight", at::randn({8, 8}, gen) * 0.3));
+    x = g.unary("dense.relu", ir::OpKind::Relu, x);
+    if (languageModel) {
+        x = g.matmul("head", x, g.constant("head.weight", at::randn({8, 16}, gen) * 0.5));
+    } else {
+        ir::Attributes toFloat;
+        toFloat.set("to", std::int64_t{1});
+        auto m = g.node("mask.float", ir::OpKind::Cast, {mask}, toFloat);
+        m = g.node("mask.unsqueeze", ir::OpKind::Unsqueeze,
+                   {m, g.constant("mask.axes", at::tensor({std::int64_t{-1}}))});
+        x = g.binary("masked", ir::OpKind::Mul, x, m);
+    }
+    g.output(x);
+    ir::Graph graph = g.build().value();
+    graph.metadata["task"] = languageModel ? "lm" : "embedding";
+    return graph;
+}
+
+quant::QuantizedModel prepareSequence(const ir::Graph& graph, const std::string& spec)
+{
+    auto scheme = quant::parseScheme(spec);
+    EXPECT_TRUE(scheme.ok()) << spec;
+    auto model = quant::prepare(graph, *scheme, tokenWindows(8, 12, 5).inputs);
+    EXPECT_TRUE(model.ok()) << spec << ": " << (model.ok() ? "" : model.error().userMessage());
+    return std::move(model).value();
+}
+
+TEST(ExportVerify, EncoderIsFedTheInputsItsGraphDeclares)
+{
+    test::TempDir dir;
+    for (const std::string spec : {"dynamic-int8", "static-int8"}) {
+        const auto model = prepareSequence(tinySequenceModel(false), spec);
+        const std::string path = dir.file("encoder.onnx");
+        ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Onnx, path).ok());
+        // It was "verification runs models with one input" (exit 4).
+        auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model,
+                                         tokenWindows(10, 12, 6));
+        ASSERT_TRUE(v.ok()) << spec << ": " << v.error().userMessage();
+        EXPECT_TRUE(v->ok) << v->message;
+        EXPECT_EQ(v->task, "embedding");
+        EXPECT_EQ(v->samples, 10);
+        EXPECT_EQ(v->weightsChecked, 1);
+        EXPECT_EQ(v->maxAbsDiffSameRounding, 0.0) << v->message;
+        ASSERT_TRUE(v->embeddingCosineMean && v->embeddingCosineMin) << v->message;
+        EXPECT_GT(*v->embeddingCosineMin, 0.999) << v->message;
+        EXPECT_NE(v->message.find("embedding cosine file vs in-app"), std::string::npos)
+            << v->message;
+        EXPECT_EQ(v->top1Positions, 0);
+        EXPECT_FALSE(v->metricApp);
+    }
+}
+
+TEST(ExportVerify, LanguageModelReportsPerplexityKldAndTokenTop1)
+{
+    test::TempDir dir;
+    const auto model = prepareSequence(tinySequenceModel(true), "dynamic-int8");
+    const std::string path = dir.file("lm.onnx");
+    ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Onnx, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model,
+                                     tokenWindows(10, 12, 7));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    EXPECT_EQ(v->task, "lm");
+    EXPECT_EQ(v->tokens, 10 * 11);
+    EXPECT_EQ(v->top1Positions, 10 * 12);
+    EXPECT_GE(v->sameTop1Rate, 0.95) << v->message;
+    ASSERT_TRUE(v->metricApp && v->metricFile && v->meanKld && v->maxKld);
+    EXPECT_EQ(v->metricApp->name, "perplexity");
+    EXPECT_FALSE(v->metricApp->higherIsBetter);
+    EXPECT_GT(v->metricApp->value, 1.0);
+    EXPECT_LE(std::abs(v->metricFile->value / v->metricApp->value - 1.0), v->metricTolerance);
+    EXPECT_GE(*v->meanKld, 0.0);
+    EXPECT_LE(*v->meanKld, *v->maxKld);
+    EXPECT_LT(*v->maxKld, 1e-2) << v->message;
+    EXPECT_NE(v->message.find("perplexity"), std::string::npos) << v->message;
+    const auto j = exporting::exportToJson(exporting::ExportResult(), *v)["verify"];
+    EXPECT_EQ(j["task"], "lm");
+    EXPECT_EQ(j["metric_name"], "perplexity");
+    EXPECT_EQ(j["tokens"], 110);
+    EXPECT_DOUBLE_EQ(j["perplexity_app"].get<double>(), v->metricApp->value);
+    EXPECT_TRUE(j["embedding_cosine_mean"].is_null());
+}
+
+TEST(ExportVerify, InputsForBatchMakesAnEncodersInputsByName)
+{
+    ir::GraphBuilder g("bert");
+    const auto ids = g.input("input_ids", {-1, -1}, ir::DType::Int64);
+    const auto mask = g.input("attention_mask", {-1, -1}, ir::DType::Int64);
+    const auto types = g.input("token_type_ids", {-1, -1}, ir::DType::Int64);
+    g.input("position_ids", {-1, -1}, ir::DType::Int32);
+    auto x = g.binary("a", ir::OpKind::Add, ids, mask);
+    x = g.binary("b", ir::OpKind::Add, x, types);
+    g.output(x);
+    ir::Graph graph = g.build().value();
+    graph.metadata["pad_token_id"] = "3";
+    const at::Tensor batch = at::tensor({5.0f, 3.0f, 3.0f, 7.0f, 8.0f, 3.0f}).reshape({2, 3});
+    const auto feeds = exec::inputsForBatch(graph, batch);
+    ASSERT_EQ(feeds.size(), 4u);
+    EXPECT_TRUE(at::equal(feeds[0], batch.to(at::kLong)));
+    EXPECT_TRUE(at::equal(feeds[1], at::tensor({1, 0, 0, 1, 1, 0}, at::kLong).reshape({2, 3})));
+    EXPECT_TRUE(at::equal(feeds[2], at::zeros({2, 3}, at::kLong)));
+    EXPECT_EQ(feeds[3].scalar_type(), at::kInt);
+    EXPECT_TRUE(at::equal(feeds[3], at::tensor({0, 1, 2, 0, 1, 2}, at::kInt).reshape({2, 3})));
+    // An input it does not know: the batch alone (the run then names what is missing).
+    graph.inputs[3].name = "past_key_values";
+    EXPECT_EQ(exec::inputsForBatch(graph, batch).size(), 1u);
+}
+
 TEST(ExportRefusals, SchemesOnnxCannotHoldNameTheSchemeAndAlternatives)
 {
     for (const std::string spec : {"w4-nf4", "w4-fp4", "llm-int8", "fp16", "bf16", "fp8-e4m3",

@@ -45,6 +45,7 @@ private Q_SLOTS:
     void earlierRunWithOverridesIsPreparedAgain();
     void unsupportedPairingIsAnErrorAndWindowStaysUsable();
     void targetsThatAreNotFilesAreRefusedAndLinksWrittenThrough();
+    void sequenceModelFiguresAreShown();
 
 private:
     bool runAndWait(const QString& scheme);
@@ -421,6 +422,37 @@ void TestExportDialog::unsupportedPairingIsAnErrorAndWindowStaysUsable()
     QCOMPARE(errors.size(), 1);
     QVERIFY(QFileInfo(safetensors).isFile());
     QCOMPARE(m_window->exportView()->verdict(), ExportView::Verdict::Pass);
+}
+
+void TestExportDialog::sequenceModelFiguresAreShown()
+{
+    // Issue #37 item 2: a language model's verify shows perplexity app vs file, KLD and the
+    // top-1 agreement per token position; an encoder's the embedding cosine.
+    ExportView view;
+    nlohmann::json lm = {{"format", "onnx"}, {"path", "/tmp/lm.onnx"}, {"bytes", 1000}};
+    lm["verify"] = {{"ok", true},           {"samples", 2},
+                    {"task", "lm"},         {"metric_name", "perplexity"},
+                    {"metric_app", 12.5},   {"metric_file", 12.5125},
+                    {"metric_tolerance", 0.002}, {"mean_kld", 1.5e-5},
+                    {"top1_positions", 128}, {"argmax_disagreements", 3},
+                    {"message", "ok"}};
+    view.setResult(lm);
+    QCOMPARE(view.verdict(), ExportView::Verdict::Pass);
+    QCOMPARE(view.rowText(QStringLiteral("Perplexity in app vs file")),
+             QStringLiteral("12.5000 vs 12.5125 (0.100 %; allowed 0.20 %), mean KLD 1.5e-05"));
+    QCOMPARE(view.rowText(QStringLiteral("Top-1 disagreements")),
+             QStringLiteral("3 of 128 token positions"));
+    QVERIFY(view.rowText(QStringLiteral("Top-1 in app vs file")).isEmpty());
+
+    nlohmann::json encoder = {{"format", "safetensors"}, {"path", "/tmp/m"}, {"bytes", 1000}};
+    encoder["verify"] = {{"ok", true},          {"samples", 4},
+                         {"task", "embedding"}, {"embedding_cosine_mean", 0.9985},
+                         {"embedding_cosine_min", 0.997}, {"message", "ok"}};
+    view.setResult(encoder);
+    QCOMPARE(view.rowText(QStringLiteral("Embedding cosine, file vs app")),
+             QStringLiteral("0.998500 (min 0.997000)"));
+    QVERIFY(view.rowText(QStringLiteral("Top-1 disagreements")).isEmpty());
+    QVERIFY(view.rowText(QStringLiteral("Perplexity in app vs file")).isEmpty());
 }
 
 QTEST_MAIN(TestExportDialog)
