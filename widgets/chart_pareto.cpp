@@ -162,8 +162,12 @@ void ParetoChart::rebuild()
     m_shown.clear();
     const QString costTitle = m_axis == Axis::Size ? tr("Model size (MiB)")
                                                    : tr("Latency (ms per sample)");
-    // The direction is said where it is not the usual "higher is better".
-    const QString figureTitle = rj::metricTitle(m_figure);
+    // The direction is said where it is not the usual "higher is better"; then the figure's
+    // short title ("KLD"; the y axis has the full one), so the title fits next to the table at
+    // 1280x800 ("Mean KL divergence vs model size (lower is better)" was cut even at 8 pt).
+    const analysis::MetricInfo info = analysis::metricInfo(m_figure.toStdString());
+    const QString figureTitle = QString::fromStdString(m_lowerIsBetter ? info.shortTitle
+                                                                       : info.title);
     const QString direction = m_lowerIsBetter ? tr(" (lower is better)") : QString();
     setChartTitle(m_axis == Axis::Size ? tr("%1 vs model size%2").arg(figureTitle, direction)
                                        : tr("%1 vs latency%2").arg(figureTitle, direction));
@@ -171,10 +175,12 @@ void ParetoChart::rebuild()
         if (std::isfinite(cost(run)))
             m_shown.push_back(run);
     if (m_shown.empty()) {
+        // "model size", not costTitle lowered ("model size (mib)").
+        const QString costName = m_axis == Axis::Size ? tr("model size") : tr("latency");
         showMessage(m_data.empty() ? tr("No data yet: run schemes (Run, or Compare all schemes) "
-                                        "to weigh the metric against the %1")
-                                         .arg(costTitle.toLower())
-                                   : tr("No data: the runs have no %1").arg(costTitle.toLower()));
+                                        "to weigh %1 against the %2")
+                                         .arg(figureTitle, costName)
+                                   : tr("No data: the runs have no %1").arg(costName));
         return;
     }
     clearChart();

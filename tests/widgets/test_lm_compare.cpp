@@ -134,7 +134,7 @@ private Q_SLOTS:
         QVERIFY(!headers.contains(QStringLiteral("Top-1")));
         QVERIFY(!headers.contains(QStringLiteral("Δ pts")));
         QVERIFY2(view.paretoChart()->chart()->title().startsWith(
-                     QStringLiteral("Mean KL divergence vs model size")),
+                     QStringLiteral("KLD vs model size (lower is better)")),
                  qPrintable(view.paretoChart()->chart()->title()));
         // A classifier: its metric, and no KL divergence columns.
         view.setModelMetric(QStringLiteral("top1"));
@@ -295,6 +295,7 @@ private Q_SLOTS:
         view.setComparison(classifier);
         QCOMPARE(figure->count(), 1);
         QVERIFY(figure->parentWidget()->isHidden());
+        QCOMPARE(view.paretoChart()->chart()->title(), QStringLiteral("Top-1 accuracy vs model size"));
     }
 
 private:
