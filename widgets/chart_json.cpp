@@ -1,5 +1,7 @@
 #include "chart_json.h"
 
+#include "analysis/metric_info.h"
+
 #include <cmath>
 
 namespace bitlens::widgets::reportjson {
@@ -73,17 +75,7 @@ QString schemeName(const nlohmann::json& report)
 
 QString metricTitle(const QString& metricName)
 {
-    if (metricName.isEmpty() || metricName == QLatin1String("top1"))
-        return QStringLiteral("Top-1 accuracy");
-    if (metricName == QLatin1String("top5"))
-        return QStringLiteral("Top-5 accuracy");
-    if (metricName == QLatin1String("perplexity"))
-        return QStringLiteral("Perplexity");
-    if (metricName == QLatin1String("embedding_cosine"))
-        return QStringLiteral("Embedding cosine");
-    if (metricName == QLatin1String("output_agreement"))
-        return QStringLiteral("Output agreement");
-    return metricName;
+    return QString::fromStdString(analysis::metricInfo(metricName.toStdString()).title);
 }
 
 QString bytesLabel(double bytes)

@@ -30,7 +30,8 @@ std::vector<double> numbers(const nlohmann::json* value);
 
 /// The scheme a report ran: scheme.preset, else scheme.spec, else "?".
 QString schemeName(const nlohmann::json& report);
-/// A metric's display name: "top1" -> "Top-1 accuracy"; others unchanged.
+/// A figure's display name (analysis::metricInfo): "top1" -> "Top-1 accuracy", "kld_mean" ->
+/// "Mean KL divergence"; unknown names unchanged.
 QString metricTitle(const QString& metricName);
 /// "1.61 MiB", "413.4 KiB", "812 B" (binary units).
 QString bytesLabel(double bytes);

@@ -2,6 +2,9 @@
 
 #include "chart_json.h"
 
+#include "analysis/metric_info.h"
+#include "export/report_figures.h"
+
 #include <QChart>
 #include <QGraphicsSimpleTextItem>
 #include <QLineSeries>
@@ -29,24 +32,70 @@ constexpr double kMiB = 1024.0 * 1024.0;
 ParetoChart::ParetoChart(QWidget* parent) : ChartBase(parent)
 {
     setChartTitle(tr("Accuracy vs cost"));
+    m_metricTitle = rj::metricTitle(QString());
 }
 
 void ParetoChart::setComparison(const nlohmann::json& comparison)
 {
+    m_comparison = comparison;
+    readRuns();
+    rebuild();
+}
+
+void ParetoChart::setFigure(const QString& name)
+{
+    m_chosenFigure = name;
+    readRuns();
+    rebuild();
+}
+
+void ParetoChart::setModelMetric(const QString& metricName)
+{
+    m_modelMetric = metricName;
+    readRuns();
+    rebuild();
+}
+
+void ParetoChart::readRuns()
+{
     m_data.clear();
     m_floatRun.reset();
-    m_metricTitle = rj::metricTitle(QString());
+    m_figures.clear();
+    m_figure.clear();
     try {
-        if (const nlohmann::json* runs = rj::array(comparison, "runs")) {
+        const nlohmann::json* runs = rj::array(m_comparison, "runs");
+        // The figures the runs offer: their task metric, and a language model's divergences.
+        std::string metricName;
+        bool divergence = false;
+        if (runs)
+            for (const nlohmann::json& run : *runs) {
+                if (metricName.empty() && rj::object(run, "metric"))
+                    metricName = std::string(exporting::reportMetricName(run));
+                divergence = divergence || exporting::hasDivergence(run);
+            }
+        if (!runs || runs->empty()) {
+            metricName = m_modelMetric.toStdString();
+            divergence = analysis::metricHasDivergence(metricName);
+        } else {
+            m_figures << QString::fromStdString(analysis::metricInfo(metricName).name);
+            if (divergence)
+                for (const std::string& name : analysis::divergenceFigures())
+                    m_figures << QString::fromStdString(name);
+        }
+        m_figure = m_figures.contains(m_chosenFigure)
+                       ? m_chosenFigure
+                       : QString::fromStdString(analysis::defaultParetoFigure(metricName,
+                                                                              divergence));
+        const std::string figure = m_figure.toStdString();
+        if (runs) {
             double floatRateSum = 0.0;
             int floatRates = 0;
             for (std::size_t i = 0; i < runs->size(); ++i) {
                 const nlohmann::json& run = (*runs)[i];
-                const nlohmann::json* metric = rj::object(run, "metric");
-                const auto quantized = metric ? rj::number(*metric, "quantized") : std::nullopt;
-                if (!quantized)
+                const auto value = exporting::reportFigure(run, figure);
+                if (!value)
                     continue;
-                Run entry{static_cast<int>(i), rj::schemeName(run), *quantized, NAN, NAN};
+                Run entry{static_cast<int>(i), rj::schemeName(run), *value, NAN, NAN};
                 const nlohmann::json* size = rj::object(run, "size_bytes");
                 if (const auto bytes = size ? rj::number(*size, "quantized") : std::nullopt)
                     entry.sizeMiB = *bytes / kMiB;
@@ -62,12 +111,12 @@ void ParetoChart::setComparison(const nlohmann::json& comparison)
                     }
                 }
                 if (!m_floatRun) {
-                    const auto floatMetric = rj::number(*metric, "float");
+                    // Measured (metric.float) or by definition (0 KLD from itself).
+                    const auto floatValue = exporting::reportFloatFigure(run, figure);
                     const auto floatBytes = size ? rj::number(*size, "float") : std::nullopt;
-                    if (floatMetric)
-                        m_floatRun = Run{-1, tr("float32"), *floatMetric,
+                    if (floatValue)
+                        m_floatRun = Run{-1, tr("float32"), *floatValue,
                                          floatBytes ? *floatBytes / kMiB : NAN, NAN};
-                    m_metricTitle = rj::metricTitle(rj::text(*metric, "name"));
                 }
                 m_data.push_back(entry);
             }
@@ -79,7 +128,9 @@ void ParetoChart::setComparison(const nlohmann::json& comparison)
         m_data.clear();
         m_floatRun.reset();
     }
-    rebuild();
+    const analysis::MetricInfo info = analysis::metricInfo(m_figure.toStdString());
+    m_lowerIsBetter = info.lowerIsBetter;
+    m_metricTitle = QString::fromStdString(info.axisTitle());
 }
 
 void ParetoChart::setCostAxis(Axis axis)
@@ -111,16 +162,25 @@ void ParetoChart::rebuild()
     m_shown.clear();
     const QString costTitle = m_axis == Axis::Size ? tr("Model size (MiB)")
                                                    : tr("Latency (ms per sample)");
-    setChartTitle(m_axis == Axis::Size ? tr("%1 vs model size").arg(m_metricTitle)
-                                       : tr("%1 vs latency").arg(m_metricTitle));
+    // The direction is said where it is not the usual "higher is better"; then the figure's
+    // short title ("KLD"; the y axis has the full one), so the title fits next to the table at
+    // 1280x800 ("Mean KL divergence vs model size (lower is better)" was cut even at 8 pt).
+    const analysis::MetricInfo info = analysis::metricInfo(m_figure.toStdString());
+    const QString figureTitle = QString::fromStdString(m_lowerIsBetter ? info.shortTitle
+                                                                       : info.title);
+    const QString direction = m_lowerIsBetter ? tr(" (lower is better)") : QString();
+    setChartTitle(m_axis == Axis::Size ? tr("%1 vs model size%2").arg(figureTitle, direction)
+                                       : tr("%1 vs latency%2").arg(figureTitle, direction));
     for (const Run& run : m_data)
         if (std::isfinite(cost(run)))
             m_shown.push_back(run);
     if (m_shown.empty()) {
+        // "model size", not costTitle lowered ("model size (mib)").
+        const QString costName = m_axis == Axis::Size ? tr("model size") : tr("latency");
         showMessage(m_data.empty() ? tr("No data yet: run schemes (Run, or Compare all schemes) "
-                                        "to weigh the metric against the %1")
-                                         .arg(costTitle.toLower())
-                                   : tr("No data: the runs have no %1").arg(costTitle.toLower()));
+                                        "to weigh %1 against the %2")
+                                         .arg(figureTitle, costName)
+                                   : tr("No data: the runs have no %1").arg(costName));
         return;
     }
     clearChart();
@@ -147,24 +207,19 @@ void ParetoChart::rebuild()
         m_float->append(cost(*m_floatRun), m_floatRun->metric);
     }
 
-    // Pareto front: walking from the cheapest point, keep each point more accurate than every
-    // cheaper one (ties in cost keep the more accurate).
-    std::vector<Run> sorted = all;
-    std::sort(sorted.begin(), sorted.end(), [this](const Run& a, const Run& b) {
-        return cost(a) != cost(b) ? cost(a) < cost(b) : a.metric > b.metric;
-    });
+    // Pareto front (core's analysis::paretoFront): the points no other beats on both cost and
+    // the figure, in the figure's direction (lower perplexity and KLD are better).
+    std::vector<analysis::ParetoPoint> points;
+    for (const Run& run : all)
+        points.push_back({cost(run), run.metric});
     m_front = new QLineSeries;
     // Short legend names: the legend shares the chart's width with the plot at 1280x800.
     m_front->setName(tr("Pareto front"));
     QPen frontPen(chartColor(1));
     frontPen.setWidthF(2.0);
     m_front->setPen(frontPen);
-    double best = -std::numeric_limits<double>::infinity();
-    for (const Run& run : sorted)
-        if (run.metric > best) {
-            best = run.metric;
-            m_front->append(cost(run), run.metric);
-        }
+    for (const std::size_t i : analysis::paretoFront(points, m_lowerIsBetter))
+        m_front->append(points[i].cost, points[i].value);
 
     chart()->addSeries(m_front);
     chart()->addSeries(m_runs);
@@ -214,7 +269,7 @@ void ParetoChart::rebuild()
             if (std::abs(cost(run) - point.x()) < 1e-12 && std::abs(run.metric - point.y()) < 1e-12)
                 showToolTip(tr("<b>%1</b><br>%2 %3<br>size %4 MiB<br>latency %5 ms per sample%6")
                                 .arg(run.label.toHtmlEscaped(), m_metricTitle)
-                                .arg(run.metric, 0, 'f', 4)
+                                .arg(rj::numberLabel(run.metric, 5))
                                 .arg(run.sizeMiB, 0, 'f', 3)
                                 .arg(run.latencyMs, 0, 'f', 4)
                                 .arg(run.index < 0 ? tr("<br>(float latency: mean over the runs)")

@@ -1,6 +1,8 @@
 #pragma once
-// Accuracy against cost for the runs of a compare file: top-1 vs model size (or vs latency),
-// the float model as its own marker, and the Pareto front (best accuracy for the cost).
+// A figure of merit against cost for the runs of a compare file: top-1, perplexity or a language
+// model's KL divergence vs model size (or vs latency), the float model as its own marker, and
+// the Pareto front (the best figure for the cost, in the figure's own direction:
+// analysis::paretoFront).
 
 #include "chart_base.h"
 
@@ -20,7 +22,8 @@ QT_END_NAMESPACE
 
 namespace bitlens::widgets {
 
-/// Scatter of metric.quantized against size_bytes.quantized (MiB) or latency (ms per sample).
+/// Scatter of a figure (metric.quantized, or a KL divergence figure: exporting::reportFigure)
+/// against size_bytes.quantized (MiB) or latency (ms per sample).
 class ParetoChart : public ChartBase {
     Q_OBJECT
 
@@ -38,6 +41,13 @@ public:
     void setComparison(const nlohmann::json& comparison);
     /// The cost shown on the x axis.
     Axis costAxis() const { return m_axis; }
+    /// The figure on the y axis ("top1", "perplexity", "kld_mean", ...): the one chosen with
+    /// setFigure() when the runs have it, else analysis::defaultParetoFigure (mean KLD for a
+    /// language model's runs, else the task metric).
+    QString figure() const { return m_figure; }
+    /// The figures the runs shown can be weighed by: the task metric, then for language models
+    /// analysis::divergenceFigures(). Empty without data.
+    QStringList figures() const { return m_figures; }
     /// Point labels of the runs shown (scheme.preset or spec), in run order.
     QStringList runLabels() const;
     /// Labels of runs off the Pareto front hidden because they found no free place (tests).
@@ -54,6 +64,11 @@ public:
 public Q_SLOTS:
     /// Shows size or latency on the x axis.
     void setCostAxis(bitlens::widgets::ParetoChart::Axis axis);
+    /// Weighs figure `name` (one of figures(); "" or one the runs lack: the default).
+    void setFigure(const QString& name);
+    /// The open model's task metric: without runs, the title names the figure its runs will be
+    /// weighed by (mean KLD for a language model), not top-1.
+    void setModelMetric(const QString& metricName);
     /// What a click on the runs' series at `point` does: emits runClicked for the nearest run.
     void onPointClicked(const QPointF& point);
 
@@ -72,9 +87,16 @@ private:
         double sizeMiB;   // NaN when unknown
         double latencyMs; // NaN when unknown
     };
+    void readRuns();
     void rebuild();
     double cost(const Run& run) const;
 
+    nlohmann::json m_comparison;
+    QString m_chosenFigure;  ///< setFigure's; "" for the default
+    QString m_modelMetric;   ///< setModelMetric's
+    QString m_figure;        ///< the figure shown
+    QStringList m_figures;
+    bool m_lowerIsBetter = false;
     std::vector<Run> m_data;
     std::vector<Run> m_shown;
     std::optional<Run> m_floatRun;

@@ -3,6 +3,11 @@
 #include "chart_json.h"
 #include "chart_throughput.h"
 
+#include "export/report_figures.h"
+
+#include <QBrush>
+#include <QColor>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,12 +16,12 @@ namespace bitlens::widgets {
 
 ChangeUnit changeUnitOf(const QString& metricName)
 {
-    if (metricName == QLatin1String("perplexity"))
-        return ChangeUnit::Percent;
-    if (metricName.isEmpty() || metricName == QLatin1String("top1") ||
-        metricName == QLatin1String("output_agreement"))
-        return ChangeUnit::Points;
-    return ChangeUnit::Same;
+    return metricInfoOf(metricName).change;
+}
+
+analysis::MetricInfo metricInfoOf(const QString& name)
+{
+    return analysis::metricInfo(name.toStdString());
 }
 
 namespace rj = reportjson;
@@ -43,19 +48,14 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
                     const auto reference = rj::number(*metric, "float");
                     const QString name = rj::text(*metric, "name");
                     if (row.metric && reference)
-                        switch (changeUnitOf(name)) {
-                        case ChangeUnit::Points:
-                            row.change = 100.0 * (*row.metric - *reference);
-                            break;
-                        case ChangeUnit::Percent:
-                            if (*reference != 0.0)
-                                row.change = 100.0 * (*row.metric / *reference - 1.0);
-                            break;
-                        case ChangeUnit::Same: row.change = *row.metric - *reference; break;
-                        }
+                        row.change = analysis::metricChange(metricInfoOf(name), *row.metric,
+                                                            *reference);
                     if (metricName.isEmpty())
                         metricName = name;
                 }
+                row.meanKld = exporting::reportFigure(run, "kld_mean");
+                row.kldP99 = exporting::reportFigure(run, "kld_p99");
+                row.sameTop = exporting::reportFigure(run, "same_top");
                 if (const nlohmann::json* size = rj::object(run, "size_bytes")) {
                     row.sizeBytes = rj::number(*size, "quantized");
                     const auto total = rj::number(*size, "float");
@@ -99,10 +99,41 @@ void ComparisonTableModel::setComparison(const nlohmann::json& comparison)
         error = tr("No data: malformed compare file (%1)").arg(QString::fromUtf8(e.what()));
     }
     beginResetModel();
+    m_rowsHaveDivergence = std::any_of(rows.begin(), rows.end(), [](const Row& row) {
+        return row.meanKld || row.kldP99 || row.sameTop;
+    });
     m_rows = std::move(rows);
     m_metricName = metricName;
     m_error = error;
     endResetModel();
+}
+
+void ComparisonTableModel::setDefaultMetric(const QString& metricName)
+{
+    if (metricName == m_defaultMetric)
+        return;
+    // A reset, not headerDataChanged: which columns a view shows (hasDivergence) may change.
+    beginResetModel();
+    m_defaultMetric = metricName;
+    endResetModel();
+}
+
+bool ComparisonTableModel::hasDivergence() const
+{
+    if (!m_rows.empty())
+        return m_rowsHaveDivergence;
+    return analysis::metricHasDivergence(metricInfoOf(metricName()).name);
+}
+
+std::optional<analysis::MetricInfo> ComparisonTableModel::columnFigure(int column) const
+{
+    switch (column) {
+    case Metric: return metricInfoOf(metricName());
+    case MeanKld: return analysis::metricInfo("kld_mean");
+    case KldP99: return analysis::metricInfo("kld_p99");
+    case SameTop: return analysis::metricInfo("same_top");
+    default: return std::nullopt;
+    }
 }
 
 int ComparisonTableModel::rowCount(const QModelIndex& parent) const
@@ -124,6 +155,9 @@ QVariant ComparisonTableModel::rawValue(const Row& row, int column) const
     case Scheme: return row.scheme;
     case Metric: return number(row.metric);
     case Change: return number(row.change);
+    case MeanKld: return number(row.meanKld);
+    case KldP99: return number(row.kldP99);
+    case SameTop: return number(row.sameTop);
     case Size: return number(row.sizeBytes);
     case MinSqnr: return number(row.minSqnrDb);
     case Throughput: return number(row.samplesPerS);
@@ -149,6 +183,21 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
         return tr("%1 bytes").arg(*row.sizeBytes, 0, 'f', 0);
     if (role == Qt::ToolTipRole && (column == Throughput || column == Kernels) && !row.why.isEmpty())
         return tr("Slower than float32: %1").arg(row.why);
+    if ((role == Qt::ForegroundRole || role == Qt::ToolTipRole) && column == Change &&
+        row.change && *row.change != 0.0) {
+        // Worse or better than float in the metric's own direction: +5 % perplexity is worse,
+        // +0.5 points of top-1 better.
+        const analysis::MetricInfo info = metricInfoOf(metricName());
+        const bool worse = info.lowerIsBetter ? *row.change > 0 : *row.change < 0;
+        if (role == Qt::ToolTipRole)
+            return worse ? tr("Worse than float32 (%1: %2 is better)")
+                               .arg(QString::fromStdString(info.title),
+                                    info.lowerIsBetter ? tr("lower") : tr("higher"))
+                         : tr("Better than float32 (%1: %2 is better)")
+                               .arg(QString::fromStdString(info.title),
+                                    info.lowerIsBetter ? tr("lower") : tr("higher"));
+        return QBrush(worse ? QColor(0xb0, 0x20, 0x20) : QColor(0x1b, 0x7a, 0x2e));
+    }
     if (role != Qt::DisplayRole)
         return {};
     const QString none = QStringLiteral("–");
@@ -158,10 +207,13 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
     case Change:
         return row.change ? (*row.change >= 0 ? QStringLiteral("+") : QString())
                                 + QString::number(*row.change, 'f',
-                                                  changeUnitOf(m_metricName) == ChangeUnit::Same
+                                                  changeUnitOf(metricName()) == ChangeUnit::Same
                                                       ? 4
                                                       : 2)
                           : none;
+    case MeanKld: return row.meanKld ? QString::number(*row.meanKld, 'f', 5) : none;
+    case KldP99: return row.kldP99 ? QString::number(*row.kldP99, 'f', 4) : none;
+    case SameTop: return row.sameTop ? QString::number(*row.sameTop, 'f', 4) : none;
     case Size:
         if (!row.sizeBytes)
             return none;
@@ -192,13 +244,38 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
 QVariant ComparisonTableModel::headerData(int section, Qt::Orientation orientation,
                                           int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    if (orientation != Qt::Horizontal)
         return QAbstractTableModel::headerData(section, orientation, role);
+    const analysis::MetricInfo metric = metricInfoOf(metricName());
+    const std::optional<analysis::MetricInfo> figure = columnFigure(section);
+    if (role == Qt::InitialSortOrderRole) {
+        // A first click on a header puts the best rows on top, in the column's own direction.
+        bool ascending = false;
+        switch (section) {
+        case Scheme:
+        case Size: ascending = true; break;
+        case Change: ascending = metric.lowerIsBetter; break;
+        case MinSqnr:
+        case Throughput:
+        case Kernels: ascending = false; break;
+        default: ascending = figure && figure->lowerIsBetter; break;
+        }
+        return int(ascending ? Qt::AscendingOrder : Qt::DescendingOrder);
+    }
+    if (role == Qt::ToolTipRole && (figure || section == Change)) {
+        const analysis::MetricInfo& info = figure ? *figure : metric;
+        return tr("%1: %2 is better").arg(headerData(section, orientation).toString(),
+                                          info.lowerIsBetter ? tr("lower") : tr("higher"));
+    }
+    if (role != Qt::DisplayRole)
+        return QAbstractTableModel::headerData(section, orientation, role);
+    if (figure && section != Metric)
+        return QString::fromStdString(figure->axisTitle());
     switch (section) {
     case Scheme: return tr("Scheme");
-    case Metric: return rj::metricTitle(m_metricName);
+    case Metric: return QString::fromStdString(metric.title);
     case Change:
-        switch (changeUnitOf(m_metricName)) {
+        switch (metric.change) {
         case ChangeUnit::Points: return tr("Change (points)");
         case ChangeUnit::Percent: return tr("Change (%)");
         case ChangeUnit::Same: return tr("Change");

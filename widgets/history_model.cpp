@@ -2,6 +2,9 @@
 
 #include "chart_json.h"
 
+#include "analysis/metric_info.h"
+#include "export/report_figures.h"
+
 #include <cmath>
 #include <limits>
 
@@ -101,9 +104,14 @@ QVariant HistoryModel::rawValue(const HistoryRun& entry, int column) const
     case Scheme: return entry.scheme;
     case Metric: return metric ? number(rj::number(*metric, "quantized")) : QVariant();
     case Change: {
+        // In the run's metric's own change unit: points of top-1, percent of perplexity.
         const auto q = metric ? rj::number(*metric, "quantized") : std::nullopt;
         const auto f = metric ? rj::number(*metric, "float") : std::nullopt;
-        return q && f ? QVariant(100.0 * (*q - *f)) : QVariant();
+        const auto change =
+            q && f ? analysis::metricChange(
+                         analysis::metricInfo(exporting::reportMetricName(report)), *q, *f)
+                   : std::nullopt;
+        return change ? QVariant(*change) : QVariant();
     }
     case SizeRatio: {
         const nlohmann::json* size = rj::object(report, "size_bytes");
@@ -162,8 +170,13 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const
     const double value = raw.toDouble();
     switch (column) {
     case Metric: return QString::number(value, 'f', 4);
-    case Change:
-        return (value >= 0 ? QStringLiteral("+") : QString()) + QString::number(value, 'f', 2);
+    case Change: {
+        const bool ownUnit =
+            analysis::metricInfo(exporting::reportMetricName(entry.report)).change ==
+            analysis::ChangeUnit::Same;
+        return (value >= 0 ? QStringLiteral("+") : QString()) +
+               QString::number(value, 'f', ownUnit ? 4 : 2);
+    }
     case SizeRatio: return QString::number(value, 'f', 3);
     case MinSqnr: return std::isinf(value) ? tr("exact") : QString::number(value, 'f', 1);
     case Speed: return tr("%1×").arg(value, 0, 'f', 2);
@@ -175,9 +188,30 @@ QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int 
 {
     if (orientation != Qt::Horizontal)
         return QAbstractTableModel::headerData(section, orientation, role);
+    // The metric of the runs (one model: one metric); top-1 before any run.
+    std::string_view metricName;
+    for (const HistoryRun& run : m_runs)
+        if (metricName.empty())
+            metricName = exporting::reportMetricName(run.report);
+    const analysis::MetricInfo metric = analysis::metricInfo(metricName);
+    const QString direction = metric.lowerIsBetter ? tr("lower is better")
+                                                   : tr("higher is better");
     if (role == Qt::ToolTipRole) {
         switch (section) {
-        case Change: return tr("Quantized minus float metric, in percentage points");
+        case Metric:
+            return tr("%1 of the quantized model (%2)")
+                .arg(QString::fromStdString(metric.title), direction);
+        case Change:
+            switch (metric.change) {
+            case analysis::ChangeUnit::Points:
+                return tr("Quantized minus float metric, in percentage points (%1)")
+                    .arg(direction);
+            case analysis::ChangeUnit::Percent:
+                return tr("Quantized over float metric, change in percent (%1)").arg(direction);
+            case analysis::ChangeUnit::Same:
+                return tr("Quantized minus float metric (%1)").arg(direction);
+            }
+            return {};
         case SizeRatio: return tr("Quantized size divided by float size");
         case MinSqnr: return tr("Smallest accumulated SQNR over the layers, dB");
         case Speed: return tr("Quantized samples/s divided by float samples/s");
@@ -188,8 +222,14 @@ QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int 
         return {};
     switch (section) {
     case Scheme: return tr("Scheme");
-    case Metric: return tr("Top-1");
-    case Change: return tr("Change (pts)");
+    case Metric: return QString::fromStdString(metric.shortTitle);
+    case Change:
+        switch (metric.change) {
+        case analysis::ChangeUnit::Points: return tr("Change (pts)");
+        case analysis::ChangeUnit::Percent: return tr("Change (%)");
+        case analysis::ChangeUnit::Same: return tr("Change");
+        }
+        return tr("Change");
     case SizeRatio: return tr("Size ratio");
     case MinSqnr: return tr("Min SQNR (dB)");
     case Speed: return tr("Q/F speed");

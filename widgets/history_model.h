@@ -30,8 +30,8 @@ public:
     /// Column order.
     enum Column {
         Scheme,    ///< the scheme string
-        Metric,    ///< metric.quantized (top-1)
-        Change,    ///< 100 * (quantized - float), points
+        Metric,    ///< metric.quantized (top-1, perplexity, ...)
+        Change,    ///< quantized vs float in the metric's change unit (analysis::metricChange)
         SizeRatio, ///< size_bytes.quantized / size_bytes.float
         MinSqnr,   ///< smallest layers[].sqnr_db_accumulated, dB ("exact" when all are exact)
         Speed,     ///< throughput quantized / float samples per second (> 1: faster)

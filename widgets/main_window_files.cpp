@@ -117,6 +117,8 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     m_session = std::make_shared<QuantSession>(m_model->model, m_model->zooName);
     m_overrides.clear();
     m_reportView->clear();
+    // Before any run, the Compare tab names this model's metric (perplexity, not top-1).
+    m_reportView->setModelMetric(QString::fromStdString(summary.metric));
     m_exportView->clear();
     showMetricColumns(false);
     updateQuantState();

@@ -3,6 +3,7 @@
 #include "chart_latency.h"
 
 #include "chart_histogram.h"
+#include "chart_json.h"
 #include "chart_memory.h"
 #include "chart_pareto.h"
 #include "chart_sensitivity.h"
@@ -20,6 +21,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabBar>
@@ -47,9 +49,10 @@ QString metricName(const std::string& name)
     return QString::fromStdString(name);
 }
 
-/// The compare table's proxy: sorts by raw values and gives the columns short headers (the full
-/// header is the tooltip), so every column fits next to the Pareto chart at 1280x800.
-class ShortHeaderProxy : public QSortFilterProxyModel {
+/// The compare table's proxy: sorts by raw values, gives the columns short headers (the full
+/// header and the direction are the tooltip), so every column fits next to the Pareto chart at
+/// 1280x800, and shows a language model's KL divergence columns only where there are some.
+class CompareProxy : public QSortFilterProxyModel {
 public:
     using QSortFilterProxyModel::QSortFilterProxyModel;
     QVariant headerData(int section, Qt::Orientation orientation, int role) const override
@@ -57,27 +60,52 @@ public:
         if (orientation != Qt::Horizontal ||
             (role != Qt::DisplayRole && role != Qt::ToolTipRole))
             return QSortFilterProxyModel::headerData(section, orientation, role);
-        const QVariant full = QSortFilterProxyModel::headerData(section, orientation,
-                                                                Qt::DisplayRole);
-        if (role == Qt::ToolTipRole)
+        const int column = sourceColumn(section);
+        const QVariant full = sourceModel()->headerData(column, orientation, Qt::DisplayRole);
+        if (role == Qt::ToolTipRole) {
+            const QVariant tip = sourceModel()->headerData(column, orientation, role);
+            return tip.isValid() ? tip : full;
+        }
+        const auto* model = qobject_cast<const ComparisonTableModel*>(sourceModel());
+        if (!model)
             return full;
-        switch (section) {
-        case ComparisonTableModel::Metric:
-            return full.toString() == QLatin1String("Top-1 accuracy") ? tr("Top-1") : full;
-        case ComparisonTableModel::Change: {
-            const auto* model = qobject_cast<const ComparisonTableModel*>(sourceModel());
-            switch (changeUnitOf(model ? model->metricName() : QString())) {
+        if (const auto figure = model->columnFigure(column))
+            return QString::fromStdString(figure->shortTitle);
+        switch (column) {
+        case ComparisonTableModel::Change:
+            switch (changeUnitOf(model->metricName())) {
             case ChangeUnit::Points: return tr("Δ pts");
             case ChangeUnit::Percent: return tr("Δ %");
             case ChangeUnit::Same: return tr("Δ");
             }
             return tr("Δ");
-        }
         case ComparisonTableModel::Size: return tr("Size (ratio)");
         case ComparisonTableModel::MinSqnr: return tr("Min dB");
         case ComparisonTableModel::Throughput: return tr("Samples/s");
         default: return full;
         }
+    }
+
+protected:
+    bool filterAcceptsColumn(int column, const QModelIndex& parent) const override
+    {
+        const auto* model = qobject_cast<const ComparisonTableModel*>(sourceModel());
+        if (model && !model->hasDivergence() &&
+            (column == ComparisonTableModel::MeanKld || column == ComparisonTableModel::KldP99 ||
+             column == ComparisonTableModel::SameTop))
+            return false;
+        return QSortFilterProxyModel::filterAcceptsColumn(column, parent);
+    }
+
+private:
+    /// The source column of proxy column `section` (mapToSource needs a row to map through).
+    int sourceColumn(int section) const
+    {
+        int shown = -1;
+        for (int column = 0; column < sourceModel()->columnCount(); ++column)
+            if (filterAcceptsColumn(column, {}) && ++shown == section)
+                return column;
+        return section;
     }
 };
 
@@ -288,7 +316,7 @@ QWidget* ReportView::createCompareTab()
     m_compareTable->verticalHeader()->hide();
     m_compareTable->setWordWrap(false);
     m_compareModel = new ComparisonTableModel(this);
-    auto* proxy = new ShortHeaderProxy(this);
+    auto* proxy = new CompareProxy(this);
     proxy->setSourceModel(m_compareModel);
     proxy->setSortRole(ComparisonTableModel::SortRole);
     m_compareTable->setModel(proxy);
@@ -297,9 +325,29 @@ QWidget* ReportView::createCompareTab()
     m_compareTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     leftLayout->addWidget(m_compareTable, 1);
     tab->addWidget(left);
+    // The figure the chart weighs: a language model's runs offer perplexity and the KL
+    // divergence figures (mean KLD by default); a classifier's only its metric (row hidden).
+    auto* right = new QWidget;
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    m_paretoFigureRow = new QWidget;
+    auto* figureRow = new QHBoxLayout(m_paretoFigureRow);
+    figureRow->setContentsMargins(0, 0, 0, 0);
+    figureRow->addWidget(new QLabel(tr("Weigh size against:")));
+    m_paretoFigure = new QComboBox;
+    m_paretoFigure->setObjectName(QStringLiteral("paretoFigure"));
+    m_paretoFigure->setToolTip(tr("The figure the Pareto chart weighs against model size"));
+    figureRow->addWidget(m_paretoFigure);
+    figureRow->addStretch(1);
+    m_paretoFigureRow->setVisible(false);
+    rightLayout->addWidget(m_paretoFigureRow);
     m_pareto = new ParetoChart;
     m_pareto->setObjectName(QStringLiteral("paretoChart"));
-    tab->addWidget(m_pareto);
+    rightLayout->addWidget(m_pareto, 1);
+    tab->addWidget(right);
+    connect(m_paretoFigure, &QComboBox::activated, this, [this](int index) {
+        m_pareto->setFigure(m_paretoFigure->itemData(index).toString());
+    });
     tab->setStretchFactor(0, 3);
     tab->setStretchFactor(1, 2);
     tab->setSizes({600, 320});
@@ -428,6 +476,7 @@ void ReportView::updatePareto()
     // alone, then in "Compare all schemes") is one point.
     if (m_history->rowCount() == 0) {
         m_pareto->setComparison(m_comparison);
+        updateParetoFigures();
         return;
     }
     nlohmann::json runs = nlohmann::json::array();
@@ -446,6 +495,24 @@ void ReportView::updatePareto()
         runs.push_back(run);
     }
     m_pareto->setComparison(nlohmann::json{{"runs", std::move(runs)}});
+    updateParetoFigures();
+}
+
+void ReportView::updateParetoFigures()
+{
+    const QSignalBlocker block(m_paretoFigure);
+    m_paretoFigure->clear();
+    for (const QString& name : m_pareto->figures())
+        m_paretoFigure->addItem(reportjson::metricTitle(name), name);
+    m_paretoFigure->setCurrentIndex(m_paretoFigure->findData(m_pareto->figure()));
+    m_paretoFigureRow->setVisible(m_paretoFigure->count() > 1);
+}
+
+void ReportView::setModelMetric(const QString& metricName)
+{
+    m_compareModel->setDefaultMetric(metricName);
+    m_pareto->setModelMetric(metricName);
+    updateParetoFigures();
 }
 
 void ReportView::setRunning(const QString& what)

@@ -55,6 +55,10 @@ public:
     bool dropPartialReport();
     /// Shows a comparison {"runs": [report, ...]} in the Compare tab.
     void setComparison(const nlohmann::json& comparison);
+    /// The open model's task metric ("perplexity", "top1"): the Compare table's headers and
+    /// the Pareto chart name it (and a language model's KL divergence) before any run arrives.
+    /// Kept by clear().
+    void setModelMetric(const QString& metricName);
     /// Starts a comparison of `total` schemes: the Compare tab empties and then grows by
     /// addComparisonRun() as each scheme finishes.
     void beginComparison(int total);
@@ -112,6 +116,9 @@ public:
     SensitivityChart* sensitivityChart() const { return m_sensitivityChart; }
     ComparisonTableModel* comparisonModel() const { return m_compareModel; }
     ParetoChart* paretoChart() const { return m_pareto; }
+    /// The Compare tab's choice of the figure the Pareto chart weighs (shown when there are
+    /// several: a language model's perplexity and KL divergence figures).
+    QComboBox* paretoFigure() const { return m_paretoFigure; }
     QTableView* comparisonTable() const { return m_compareTable; }
     /// The runs of the open model, oldest first.
     HistoryModel* historyModel() const { return m_history; }
@@ -147,6 +154,7 @@ private:
     QWidget* createHistoryTab();
     void updateHistogram();
     void updatePareto();
+    void updateParetoFigures();
     void updateSummary();
     void applyReport(const nlohmann::json& report, bool partial);
     void onHistorySelectionChanged();
@@ -163,6 +171,8 @@ private:
     ThroughputChart* m_throughput = nullptr;
     LayerLatencyChart* m_latency = nullptr;
     ParetoChart* m_pareto = nullptr;
+    QWidget* m_paretoFigureRow = nullptr;
+    QComboBox* m_paretoFigure = nullptr;
     QTableView* m_compareTable = nullptr;
     SensitivityChart* m_sensitivityChart = nullptr;
     ComparisonTableModel* m_compareModel = nullptr;

@@ -2,6 +2,7 @@
 
 #include "cli.h"
 
+#include "analysis/metric_info.h"
 #include "analysis/quant_report.h"
 
 #include <algorithm>
@@ -40,7 +41,7 @@ int cmdCompare(const Args& args)
         const auto& floatMetric = report.metricFloat;
         if (first) {
             std::printf("%-40s %8s %8s %8s %9s %9s %10s %7s %7s  %s\n", "scheme", "metric",
-                        "drop", "size", "min SQNR", "mean KLD", "samples/s", "x float", "time s",
+                        "change", "size", "min SQNR", "mean KLD", "samples/s", "x float", "time s",
                         "why slower than float");
             if (floatMetric)
                 std::printf("%-40s %8.4f %8s %8s %9s %9s %10s %7s\n", "float32",
@@ -54,14 +55,20 @@ int cmdCompare(const Args& args)
         const auto& t = report.throughput;
         const double speedup = t.floatSamplesPerS > 0 ? t.quantizedSamplesPerS / t.floatSamplesPerS
                                                       : NAN;
+        // The change in the metric's own unit (analysis::metricChange): points of top-1 and
+        // agreement, percent of perplexity, the cosine's own (4 decimals: changes are small).
+        char change[32] = "nan";
+        if (floatMetric) {
+            const analysis::MetricInfo info = analysis::metricInfo(floatMetric->name);
+            if (const auto d = analysis::metricChange(info, q, floatMetric->value))
+                std::snprintf(change, sizeof change,
+                              info.change == analysis::ChangeUnit::Same ? "%+.4f" : "%+.2f", *d);
+        }
         char kld[32] = "";
         if (report.divergence)
             std::snprintf(kld, sizeof kld, "%.5f", report.divergence->meanKld);
-        std::printf("%-40s %8.4f %+8.2f %8.3f %9s %9s %10.0f %7.2f %7.1f  %s\n",
-                    report.schemeSpec.substr(0, 40).c_str(), q,
-                    !floatMetric                          ? NAN
-                    : floatMetric->name == "perplexity" ? 100.0 * (q / floatMetric->value - 1.0)
-                                                        : 100.0 * (q - floatMetric->value),
+        std::printf("%-40s %8.4f %8s %8.3f %9s %9s %10.0f %7.2f %7.1f  %s\n",
+                    report.schemeSpec.substr(0, 40).c_str(), q, change,
                     static_cast<double>(report.sizeQuantized) /
                         static_cast<double>(report.sizeFloat),
                     dbText(minSqnr).c_str(), kld, report.throughput.quantizedSamplesPerS, speedup,
