@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -29,6 +31,44 @@ constexpr std::int64_t kMaxWindowAttribute = std::int64_t{1} << 24;
 struct Malformed {
     std::string why;
 };
+
+/// Shape arithmetic that leaves int64 (hostile or fuzzed dimensions and values): the node's
+/// outputs stay unknown, as for any value the pass cannot follow. Every sum and product of
+/// dimensions or tracked values goes through add / sub / mul.
+struct Overflow : std::runtime_error {
+    Overflow() : std::runtime_error("int64 overflow in shape arithmetic") {}
+};
+std::int64_t add(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r))
+        throw Overflow{};
+    return r;
+}
+std::int64_t sub(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(a, b, &r))
+        throw Overflow{};
+    return r;
+}
+std::int64_t mul(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r))
+        throw Overflow{};
+    return r;
+}
+/// a mod b with the divisor's sign (Python's %, ONNX Mod with fmod=0); b != 0.
+std::int64_t floorMod(std::int64_t a, std::int64_t b)
+{
+    if (b == -1)
+        return 0;  // INT64_MIN % -1 is undefined
+    std::int64_t r = a % b;
+    if (r != 0 && (r < 0) != (b < 0))
+        r += b;
+    return r;
+}
 
 std::string label(const Node& node)
 {
@@ -142,6 +182,9 @@ private:
     }
     void set(const Node& node, std::size_t output, Shape s)
     {
+        // A negative dimension (a hostile Reshape, Expand, TopK or attribute): unknown.
+        if (std::any_of(s.begin(), s.end(), [](std::int64_t d) { return d < 0; }))
+            return;
         checkSize(node, s);
         if (output < node.outputs.size() && !node.outputs[output].empty())
             m_shapes[node.outputs[output]] = std::move(s);
@@ -176,6 +219,9 @@ private:
     {
         if (output >= node.outputs.size() || node.outputs[output].empty())
             return;
+        if (std::any_of(s.begin(), s.end(), [](std::int64_t d) { return d < 0; }))
+            return;
+        checkSize(node, s);
         if (static_cast<std::int64_t>(v.size()) <= kMaxTrackedValues)
             m_values[node.outputs[output]] = std::move(v);
         m_shapes[node.outputs[output]] = std::move(s);
@@ -183,11 +229,14 @@ private:
 
     static std::int64_t numel(const Shape& s)
     {
-        return std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
+        std::int64_t n = 1;
+        for (const std::int64_t d : s)
+            n = mul(n, d);
+        return n;
     }
     static std::int64_t axisOf(std::int64_t axis, std::int64_t rank)
     {
-        if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
+        if (rank == 0 || axis < -rank || axis >= rank)
             throw std::out_of_range("axis");
         return axis < 0 ? axis + rank : axis;
     }
@@ -240,17 +289,19 @@ private:
         for (std::size_t d = 0; d < spatial; ++d) {
             const std::int64_t in = x[2 + d];
             if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-                out.push_back((in + strides[d] - 1) / strides[d]);
+                out.push_back(add(in, strides[d] - 1) / strides[d]);
                 continue;
             }
             const std::int64_t padded =
-                in + (autoPad == "VALID" ? 0 : pads[d] + pads[d + spatial]);
-            const std::int64_t span = padded - dilations[d] * (kernel[d] - 1) - 1;
+                add(in, autoPad == "VALID" ? 0 : add(pads[d], pads[d + spatial]));
+            const std::int64_t span =
+                sub(sub(padded, mul(dilations[d], sub(kernel[d], 1))), 1);
             std::int64_t o =
-                (ceilMode ? (span + strides[d] - 1) / strides[d] : span / strides[d]) + 1;
+                (ceilMode ? add(span, strides[d] - 1) / strides[d] : span / strides[d]) + 1;
             // As PyTorch (and ONNX) do: the last window must start inside the input or its
             // left padding.
-            if (ceilMode && (o - 1) * strides[d] >= in + (autoPad == "VALID" ? 0 : pads[d]))
+            if (ceilMode &&
+                mul(o - 1, strides[d]) >= add(in, autoPad == "VALID" ? 0 : pads[d]))
                 --o;
             out.push_back(o);
         }
@@ -413,10 +464,10 @@ void Inference::inferNode(const Node& node)
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const std::int64_t p = (*a)[a->size() == 1 ? 0 : i];
                 const std::int64_t q = (*b)[b->size() == 1 ? 0 : i];
-                v[i] = node.op == OpKind::Add   ? p + q
-                       : node.op == OpKind::Sub ? p - q
-                       : node.op == OpKind::Mul ? p * q
-                                                : ((p % q) + q) % q;  // the divisor's sign
+                v[i] = node.op == OpKind::Add   ? add(p, q)
+                       : node.op == OpKind::Sub ? sub(p, q)
+                       : node.op == OpKind::Mul ? mul(p, q)
+                                                : floorMod(p, q);
             }
             setValue(node, 0, *out, std::move(v));
             return;
@@ -426,7 +477,7 @@ void Inference::inferNode(const Node& node)
     }
     case OpKind::Conv: {
         const Shape* w = shape(node, 1);
-        if (!x || !w || w->size() < 3)
+        if (!x || !w || w->size() < 3 || x->size() < 3)
             return;
         const Shape kernel = node.attrs.getInts("kernel_shape", Shape(w->begin() + 2, w->end()));
         Shape out{(*x)[0], (*w)[0]};
@@ -450,18 +501,20 @@ void Inference::inferNode(const Node& node)
         if (kernel.size() != spatial || strides.size() != spatial || dilations.size() != spatial ||
             outPad.size() != spatial || pads.size() != 2 * spatial)
             return;
-        Shape out{(*x)[0], (*w)[1] * node.attrs.getInt("group", 1)};
+        Shape out{(*x)[0], mul((*w)[1], node.attrs.getInt("group", 1))};
         for (std::size_t d = 0; d < spatial; ++d) {
             if (!outShape.empty()) {
                 if (outShape.size() != spatial)
                     return;
                 out.push_back(outShape[d]);
             } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-                out.push_back((*x)[2 + d] * strides[d]);
+                out.push_back(mul((*x)[2 + d], strides[d]));
             } else {
-                const std::int64_t p = autoPad == "VALID" ? 0 : pads[d] + pads[d + spatial];
-                out.push_back(strides[d] * ((*x)[2 + d] - 1) + outPad[d] +
-                              (kernel[d] - 1) * dilations[d] + 1 - p);
+                const std::int64_t p =
+                    autoPad == "VALID" ? 0 : add(pads[d], pads[d + spatial]);
+                out.push_back(sub(add(add(mul(strides[d], sub((*x)[2 + d], 1)), outPad[d]),
+                                      add(mul(sub(kernel[d], 1), dilations[d]), 1)),
+                                  p));
             }
         }
         set(node, 0, out);
@@ -470,7 +523,7 @@ void Inference::inferNode(const Node& node)
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
         const auto kernel = node.attrs.getInts("kernel_shape", {});
-        if (!x || kernel.empty())
+        if (!x || kernel.empty() || x->size() < 3)
             return;
         Shape out{(*x)[0], (*x)[1]};
         for (const auto d : windowed(node, *x, kernel, node.attrs.getInt("ceil_mode", 0) != 0))
@@ -545,12 +598,14 @@ void Inference::inferNode(const Node& node)
                     return;
                 out[i] = (*x)[i];
             }
+            if (out[i] < -1)
+                return;
             if (out[i] == -1) {
                 if (infer >= 0)
                     return;
                 infer = static_cast<int>(i);
             } else {
-                known *= out[i];
+                known = mul(known, out[i]);
             }
         }
         if (infer >= 0) {
@@ -594,7 +649,7 @@ void Inference::inferNode(const Node& node)
             const Shape* s = shape(node, i);
             if (!s || s->size() != x->size())
                 return;
-            out[axis] += (*s)[axis];
+            out[axis] = add(out[axis], (*s)[axis]);
             const Shape* v = value(node, i);
             if (allValues && v)
                 values.insert(values.end(), v->begin(), v->end());
@@ -623,7 +678,7 @@ void Inference::inferNode(const Node& node)
             for (auto i : *indices) {
                 if (i < 0)
                     i += (*x)[0];
-                if (i < 0 || i >= (*x)[0])
+                if (i < 0 || i >= (*x)[0] || static_cast<std::size_t>(i) >= data->size())
                     return;
                 v.push_back((*data)[static_cast<std::size_t>(i)]);
             }
@@ -643,8 +698,14 @@ void Inference::inferNode(const Node& node)
             inserted[static_cast<std::size_t>(axisOf(a, rank))] = true;
         Shape out;
         std::size_t next = 0;
-        for (std::int64_t d = 0; d < rank; ++d)
-            out.push_back(inserted[static_cast<std::size_t>(d)] ? 1 : (*x)[next++]);
+        for (std::int64_t d = 0; d < rank; ++d) {
+            if (inserted[static_cast<std::size_t>(d)])
+                out.push_back(1);
+            else if (next < x->size())
+                out.push_back((*x)[next++]);
+            else
+                return;  // repeated axes
+        }
         if (next != x->size())
             return;
         if (const Shape* v = value(node, 0))
@@ -718,11 +779,14 @@ void Inference::inferNode(const Node& node)
             if (step > 0) {
                 s = std::clamp<std::int64_t>(s, 0, dim);
                 e = std::clamp<std::int64_t>(e, 0, dim);
-                out[axis] = e > s ? (e - s + step - 1) / step : 0;
+                out[axis] = e > s ? add(e - s, step - 1) / step : 0;
             } else {
                 s = std::clamp<std::int64_t>(s, 0, dim - 1);
                 e = std::clamp<std::int64_t>(e, -1, dim - 1);
-                out[axis] = s > e ? (s - e - step - 1) / -step : 0;
+                // ceil((s - e) / -step); a step of INT64_MIN takes the first element only.
+                const std::int64_t back =
+                    step == std::numeric_limits<std::int64_t>::min() ? 0 : -step;
+                out[axis] = s <= e ? 0 : back == 0 ? 1 : (s - e - 1) / back + 1;
             }
             ranges.emplace_back(s, e, step);
         }
@@ -730,8 +794,13 @@ void Inference::inferNode(const Node& node)
         if (v && rank == 1) {
             const auto [s, e, step] = ranges.front();
             Shape sliced;
-            for (std::int64_t i = s; step > 0 ? i < e : i > e; i += step)
+            // out[0] elements from s by step: each index lies in [0, dim) by construction.
+            for (std::int64_t k = 0; k < out[0]; ++k) {
+                const std::int64_t i = s + k * step;
+                if (i < 0 || static_cast<std::size_t>(i) >= v->size())
+                    return;
                 sliced.push_back((*v)[static_cast<std::size_t>(i)]);
+            }
             setValue(node, 0, out, sliced);
             return;
         }
@@ -758,11 +827,17 @@ void Inference::inferNode(const Node& node)
                 node.attrs.getInt("num_outputs", static_cast<std::int64_t>(node.outputs.size()));
             if (n < 1)
                 return;
-            const std::int64_t chunk = (dim + n - 1) / n;
+            const std::int64_t chunk = add(dim, n - 1) / n;
             for (std::int64_t left = dim; left > 0; left -= chunk)
                 sizes.push_back(std::min(chunk, left));
         }
-        if (std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != dim)
+        std::int64_t total = 0;
+        for (const std::int64_t s : sizes) {
+            if (s < 0)
+                return;
+            total = add(total, s);
+        }
+        if (total != dim)
             return;
         for (std::size_t i = 0; i < sizes.size(); ++i) {
             Shape out = *x;
@@ -785,7 +860,7 @@ void Inference::inferNode(const Node& node)
             return;
         Shape out = *x;
         for (std::size_t d = 0; d < out.size(); ++d)
-            out[d] *= (*v)[d];
+            out[d] = mul(out[d], (*v)[d]);
         set(node, 0, out);
         return;
     }
@@ -826,12 +901,14 @@ void Inference::inferNode(const Node& node)
             (*d)[0] == 0)
             return;
         const std::int64_t step = (*d)[0];
-        const std::int64_t count =
-            std::max<std::int64_t>(((*l)[0] - (*s)[0] + step + (step > 0 ? -1 : 1)) / step, 0);
+        const std::int64_t span = add(sub((*l)[0], (*s)[0]), step + (step > 0 ? -1 : 1));
+        if (step == -1 && span == std::numeric_limits<std::int64_t>::min())
+            return;  // INT64_MIN / -1
+        const std::int64_t count = std::max<std::int64_t>(span / step, 0);
         if (count <= kMaxTrackedValues) {
             Shape v;
             for (std::int64_t i = 0; i < count; ++i)
-                v.push_back((*s)[0] + i * step);
+                v.push_back(add((*s)[0], mul(i, step)));
             setValue(node, 0, {count}, v);
         } else {
             set(node, 0, {count});
@@ -863,7 +940,7 @@ void Inference::inferNode(const Node& node)
             const std::int64_t after = (*pads)[d + out.size()];
             if (std::abs(before) > kMaxValueElements || std::abs(after) > kMaxValueElements)
                 throw Malformed{"pads " + listText(*pads) + " hold more than 2^40"};
-            out[d] += before + after;
+            out[d] = add(out[d], before + after);
         }
         set(node, 0, out);
         return;
@@ -885,6 +962,8 @@ void Inference::inferNode(const Node& node)
         Shape out;
         for (std::size_t d = 0; d < x->size(); ++d) {
             const double size = std::floor(static_cast<double>((*x)[d]) * s.data_ptr<double>()[d]);
+            if (size < 0)
+                return;  // a negative scale
             if (!(size <= static_cast<double>(kMaxValueElements))) {
                 char text[32];
                 std::snprintf(text, sizeof text, "%.4g", size);
@@ -901,10 +980,11 @@ void Inference::inferNode(const Node& node)
         const std::int64_t b = node.attrs.getInt("blocksize", 0);
         if (!x || x->size() != 4 || b < 1)
             return;
+        const std::int64_t bb = mul(b, b);
         if (node.op == OpKind::DepthToSpace)
-            set(node, 0, {(*x)[0], (*x)[1] / (b * b), (*x)[2] * b, (*x)[3] * b});
+            set(node, 0, {(*x)[0], (*x)[1] / bb, mul((*x)[2], b), mul((*x)[3], b)});
         else
-            set(node, 0, {(*x)[0], (*x)[1] * b * b, (*x)[2] / b, (*x)[3] / b});
+            set(node, 0, {(*x)[0], mul((*x)[1], bb), (*x)[2] / b, (*x)[3] / b});
         return;
     }
     case OpKind::ArgMax:
@@ -942,7 +1022,8 @@ void Inference::inferNode(const Node& node)
         if (!x || !idx || idx->empty())
             return;
         const std::int64_t k = idx->back();
-        if (k < 1 || b < 0 || b + k > static_cast<std::int64_t>(x->size()))
+        const auto rank = static_cast<std::int64_t>(x->size());
+        if (k < 1 || b < 0 || b > rank || k > rank - b)
             return;
         Shape out(idx->begin(), idx->end() - 1);
         out.insert(out.end(), x->begin() + b + k, x->end());

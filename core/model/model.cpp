@@ -403,13 +403,65 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
                                              formatShape(in.shape) +
                                              ": one sample would hold more than 2^28 elements");
     }
+    // The trace holds one sample's values: refuse before it when the shapes inferred from the
+    // graph say they would not fit (issue #49: a 520-byte model, Conv then Upsample x400, traced
+    // past 3 GB and growing; Conv pads=3000 peaked at 4.1 GB). Values inference cannot derive
+    // are not counted; the executor frees values after their last reader, so the sum is an
+    // upper bound of what the trace holds.
+    auto inferred = ir::inferShapes(graph);
+    if (inferred) {
+        constexpr std::int64_t kMaxTraceTotalElements = std::int64_t{1} << 30;  // 4 GiB
+        std::int64_t total = 0;
+        std::string largestName;
+        std::vector<std::int64_t> largestShape;
+        std::int64_t largest = 0;
+        for (const auto& node : graph.nodes) {
+            for (const auto& out : node.outputs) {
+                const auto it = out.empty() ? inferred->end() : inferred->find(out);
+                if (it == inferred->end())
+                    continue;
+                std::int64_t elements = 1;
+                for (const std::int64_t d : it->second)
+                    elements = d > 0 && elements > kMaxTraceTotalElements / d
+                                   ? kMaxTraceTotalElements + 1
+                                   : elements * std::max<std::int64_t>(d, 0);
+                total = std::min(total + elements, kMaxTraceTotalElements + 1);
+                if (elements > largest) {
+                    largest = elements;
+                    largestName = "value '" + out + "' of node '" + node.name + "' (" +
+                                  std::string(ir::opKindName(node.op)) + ")";
+                    largestShape = it->second;
+                }
+            }
+        }
+        if (largest > kMaxTraceElements || total > kMaxTraceTotalElements) {
+            auto gigabytes = [](double elements) {
+                char text[32];
+                std::snprintf(text, sizeof text, "%.3g GB", 4.0 * elements / 1e9);
+                return std::string(text);
+            };
+            double largestElements = 1;
+            for (const std::int64_t d : largestShape)
+                largestElements *= static_cast<double>(d);
+            const bool one = largest > kMaxTraceElements;
+            return Error::runtime(
+                "opening runs the model once on a zero sample, and " +
+                    (one ? largestName + " would hold " + formatShape(largestShape) + " (~" +
+                               gigabytes(largestElements) +
+                               " as float32), more than the 1 GiB one value may take"
+                         : std::string("its values would hold more than ") +
+                               gigabytes(static_cast<double>(kMaxTraceTotalElements)) +
+                               " as float32, more than the 4 GiB a sample may take") +
+                    "; refused before allocating",
+                path);
+        }
+    }
     // A model larger than kTraceBytes gets its shapes from shape inference alone when that
     // derives every node's output: tracing would read every weight (an 8B model's 16 GB) just
     // to list the layers. Smaller models are traced, which also shows at open that they run.
     constexpr std::int64_t kTraceBytes = std::int64_t{1} << 30;
     Result<ir::ShapeMap> shapes = Error::runtime("not traced");
     if (summary.bytes > kTraceBytes) {
-        auto inferred = ir::inferShapes(graph);
         bool complete = inferred.ok();
         for (std::size_t i = 0; complete && i < graph.nodes.size(); ++i)
             for (const auto& out : graph.nodes[i].outputs)

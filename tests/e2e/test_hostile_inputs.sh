@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# End-to-end: hostile input is refused by the exit-code contract (issue #49, items 6 and 7).
+# End-to-end: hostile input is refused by the exit-code contract (issue #49, items 2, 6, 7).
 # tests/data/hostile/make_hostile.py writes the corpus: config.json and tokenizer.json values of
 # the wrong type and rope_scaling forms transformers refuses (exit 3 naming the file and the
 # key; an unsupported rope_type exit 4), ONNX files with malformed Conv / pool / Flatten /
 # Resize attributes (exit 3 naming the node and the attribute, before anything is allocated),
 # opsets above the newest BitLens knows (exit 4) and a graph input without an element type
-# (exit 3); the accepted neighbours of each open (exit 0). `info` runs on each; every refusal is
-# one line, "error: <path>: ...", holding the words the case lists. Then: a newline in a path
-# is printed escaped, a folder that cannot be listed says so, and BITLENS_MEMORY_AVAILABLE that
+# (exit 3); tiny ONNX files whose attributes imply gigabytes of activations (exit 5, refused
+# before the shape trace allocates); the accepted neighbours of each open (exit 0). `info`
+# runs on each; every refusal is one line, "error: <path>: ...", holding the words the case
+# lists. Then: a newline in a path is printed escaped, a folder that cannot be listed says so,
+# and BITLENS_MEMORY_AVAILABLE that
 # is not a size is refused (exit 2) while a huge one is read as 1 EB.
 # Usage: test_hostile_inputs.sh path/to/bitlens-cli
 set -uo pipefail

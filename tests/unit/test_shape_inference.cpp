@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 using namespace bitlens;
 using ir::OpKind;
@@ -175,4 +176,57 @@ TEST(ShapeInference, DynamicNonBatchDimensionOfAClassifierNeedsItsSize)
     auto sized = ir::inferShapes(*graph, {{2, 7}});
     ASSERT_TRUE(sized.ok());
     EXPECT_EQ(sized->at("relu"), (std::vector<std::int64_t>{2, 7}));
+}
+
+// The fuzzer's finding (CI, fuzz.onnx: signed overflow in Reshape's product of dimensions) and
+// its kin: shape arithmetic on hostile dimensions and values leaves the node unknown, never
+// overflows int64 (UBSan aborts on that in the sanitizer build), and reads no value out of range.
+TEST(ShapeInference, HostileShapeArithmeticLeavesTheNodeUnknown)
+{
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+    ir::GraphBuilder g("hostile");
+    auto x = g.input("x", {1, 2, 3});
+    // Reshape to [2^62, 4, -1]: the product of the known dimensions overflows.
+    auto reshaped =
+        g.node("reshape", OpKind::Reshape, {x, g.constant("big", ints({1LL << 62, 4, -1}))});
+    // Reshape to [-7, 6]: a negative dimension other than -1.
+    auto negative =
+        g.node("negative", OpKind::Reshape, {x, g.constant("neg", ints({-7, 6}))});
+    // Integer arithmetic on values: INT64_MAX + 1, INT64_MIN * -1, INT64_MIN mod -1.
+    auto maxv = g.constant("maxv", ints({kMax}));
+    auto minv = g.constant("minv", ints({kMin}));
+    auto one = g.constant("one", ints({1}));
+    auto minus = g.constant("minus", ints({-1}));
+    auto sum = g.node("sum", OpKind::Add, {maxv, one});
+    auto product = g.node("product", OpKind::Mul, {minv, minus});
+    auto mod = g.node("mod", OpKind::Mod, {minv, minus});
+    auto mod2 = g.node("mod2", OpKind::Mod,
+                       {g.constant("seven", ints({-7})), g.constant("three", ints({3}))});
+    // Tile the dimension 2 by 2^62: it overflows.
+    auto tiled = g.node("tile", OpKind::Tile, {x, g.constant("reps", ints({4, 1LL << 62, 1}))});
+    // Range from INT64_MIN to INT64_MAX: the span overflows.
+    auto range = g.node("range", OpKind::Range, {minv, maxv, one});
+    // Slice with step INT64_MIN: negating it overflows.
+    auto sliced = g.node("slice", OpKind::Slice,
+                         {x, g.constant("starts", ints({-1})), g.constant("ends", ints({kMin})),
+                          g.constant("axes", ints({2})), g.constant("steps", ints({kMin}))});
+    // Unsqueeze with a repeated axis: more outputs than the input has dimensions to fill.
+    auto unsqueezed =
+        g.node("unsqueeze", OpKind::Unsqueeze, {x, g.constant("uaxes", ints({0, 0}))});
+    for (const auto& v : {reshaped, negative, sum, product, mod, mod2, tiled, range, sliced,
+                          unsqueezed})
+        g.output(v);
+    auto graph = g.build();
+    ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
+    auto shapes = ir::inferShapes(*graph);
+    ASSERT_TRUE(shapes.ok()) << shapes.error().userMessage();
+    for (const char* unknown : {"reshape", "negative", "sum", "product", "tile", "range"})
+        EXPECT_FALSE(shapes->count(unknown)) << unknown;
+    // What can be known still is: INT64_MIN mod -1 is 0, -7 mod 3 is 2 (the divisor's sign), a
+    // step of INT64_MIN from the last element takes one element.
+    EXPECT_EQ(shapes->at("mod"), (std::vector<std::int64_t>{1}));
+    EXPECT_EQ(shapes->at("mod2"), (std::vector<std::int64_t>{1}));
+    EXPECT_EQ(shapes->at("slice"), (std::vector<std::int64_t>{1, 2, 1}));
+    EXPECT_TRUE(ir::checkShapes(*graph, "hostile.onnx").ok());
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hostile-input corpus of issue #49 (items 6 and 7) into OUT: Hugging Face folders
+"""Writes the hostile-input corpus of issue #49 (items 2, 6 and 7) into OUT: Hugging Face folders
 whose config.json or tokenizer.json holds a value of the wrong type or an unsupported
 rope_scaling form, and small ONNX files with malformed attributes, an opset newer than BitLens
 knows or a graph input without an element type. Each case is one line of OUT/cases.tsv:
@@ -196,6 +196,22 @@ case("onnx-resize-huge", 3,
      onnx_file("resize-huge", [helper.make_node("Resize", ["x", "", "s"], ["y"], name="up")],
                inits=[helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 1e12, 1e12])]),
      "up", "scales")
+# Item 2: tiny models whose valid attributes imply activations no sample of memory holds are
+# refused before the shape trace allocates them (exit 5, the value and its size named): Conv
+# then Upsample x400 at opset 9 (the trace once passed 3 GB and grew), Conv with pads 3000 on
+# 32 channels (peaked at 4.1 GB).
+W32 = helper.make_tensor("w", TensorProto.FLOAT, [32, 3, 3, 3],
+                         np.random.default_rng(2).standard_normal(864).astype(np.float32))
+case("onnx-upsample-x400", 5,
+     onnx_file("upsample-x400",
+               [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                helper.make_node("Upsample", ["c"], ["u"], name="up", mode="nearest",
+                                 scales=[1.0, 1.0, 400.0, 400.0]),
+                helper.make_node("GlobalAveragePool", ["u"], ["y"], name="gap")],
+               opset=9, inits=[W32], x_shape=(1, 3, 32, 32)),
+     "value 'u'", "GB", "refused before allocating")
+case("onnx-conv-pads3000", 5, onnx_file("conv-pads3000", conv(pads=[3000] * 4), inits=[W32]),
+     "node 'conv'", "GB", "refused before allocating")
 RELU = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
 case("onnx-opset-28", 0, onnx_file("opset-28", RELU, opset=28))
 case("onnx-opset-29", 4, onnx_file("opset-29", RELU, opset=29), "opset 29")
