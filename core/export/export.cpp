@@ -2,6 +2,7 @@
 
 #include "exec/executor.h"
 #include "exec/quant_ops.h"
+#include "export/consumer.h"
 #include "export/folder_export.h"
 #include "export/gguf_export.h"
 #include "export/onnx_qdq.h"
@@ -561,7 +562,17 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
             return r.error();
         const std::int64_t n = result.samples;
 
-        // 3. Verdict (see VerifyResult): exact weights; with the in-app rounding rule exact
+        // 3. The consumer: onnxruntime runs the file on the first batch where it is installed
+        //    (exporting::checkWithConsumer); a file it refuses is an Error, figures beyond the
+        //    format's rounding fail the verification.
+        auto consumer = checkWithConsumer(format, path, *file, appExec, data,
+                                          detail::verifyBatch(model.graph, data, options),
+                                          cancel);
+        if (!consumer)
+            return consumer.error();
+        result.consumer = std::move(*consumer);
+
+        // 4. Verdict (see VerifyResult): exact weights; with the in-app rounding rule exact
         //    outputs (on a GPU, where kernels may pick different algorithms per run, to 1e-5 of
         //    the outputs' range); as ONNX defines it, the same top-1 to 0.2 points (a language
         //    model: the same perplexity to 0.2 %).
@@ -569,7 +580,7 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
             options.device.is_cpu() ? 0.0 : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 &&
                     result.maxAbsDiffSameRounding <= result.sameRoundingTolerance &&
-                    detail::metricAgrees(result);
+                    detail::metricAgrees(result) && (!result.consumer || result.consumer->ok);
         result.message = formatName(format) + " file vs in-app model on " + std::to_string(n) +
                          " samples: " +
                          std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
@@ -582,7 +593,7 @@ Result<VerifyResult> verifyExport(const std::string& path, ExportFormat format,
                          "), " + fmt(result.maxAbsDiff) + " as ONNX rounds (outputs up to " +
                          fmt(result.outputAbsMax) + "); " +
                          std::to_string(result.argmaxDisagreements) + " top-1 disagreements" +
-                         detail::figuresText(result);
+                         detail::figuresText(result) + consumerText(result.consumer);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
@@ -642,7 +653,25 @@ nlohmann::json exportToJson(const ExportResult& result, const std::optional<Veri
                        {"embedding_cosine_mean", optional(verify->embeddingCosineMean)},
                        {"embedding_cosine_min", optional(verify->embeddingCosineMin)},
                        {"ok", verify->ok},
-                       {"message", verify->message}};
+                       {"message", verify->message},
+                       {"consumer", nullptr}};
+        if (const auto& c = verify->consumer) {
+            j["verify"]["consumer"] = {
+                {"runtime", c->runtime.empty() ? nlohmann::json(nullptr)
+                                               : nlohmann::json(c->runtime)},
+                {"skipped", c->runtime.empty() ? nlohmann::json(c->skipped)
+                                               : nlohmann::json(nullptr)},
+                {"samples", c->samples},
+                {"max_abs_diff", number(c->maxAbsDiff)},
+                {"top1_positions", c->top1Positions},
+                {"same_top1_rate", number(c->sameTop1Rate)},
+                {"metric_app", metric(c->metricApp)},
+                {"metric_file", metric(c->metricFile)},
+                {"mean_kld", optional(c->meanKld)},
+                {"embedding_cosine_mean", optional(c->embeddingCosineMean)},
+                {"embedding_cosine_min", optional(c->embeddingCosineMin)},
+                {"ok", c->ok}};
+        }
     }
     return j;
 }

@@ -81,6 +81,23 @@ struct VerifyOptions {
     std::int64_t sequenceBatchSize = 8;
 };
 
+/// The consumer runtime's own run of the file (ONNX: onnxruntime) on the first batch of the
+/// verification's samples, compared with the in-app model (exporting::runConsumer).
+struct ConsumerCheck {
+    std::string runtime;             ///< "onnxruntime 1.20.1"; empty when it was not asked
+    std::string skipped;             ///< why it was not asked (not installed, ...)
+    std::int64_t samples = 0;
+    double maxAbsDiff = 0.0;         ///< max |consumer output - in-app output|
+    std::int64_t top1Positions = 0;  ///< outputs whose top-1 was compared
+    double sameTop1Rate = 1.0;       ///< fraction where the consumer picks the in-app top-1
+    std::optional<analysis::MetricValue> metricApp;   ///< on the same samples
+    std::optional<analysis::MetricValue> metricFile;  ///< the consumer's
+    std::optional<double> meanKld;                    ///< language models
+    std::optional<double> embeddingCosineMean;        ///< encoders
+    std::optional<double> embeddingCosineMin;
+    bool ok = true;  ///< within the format's rounding (see verifyExport)
+};
+
 /// The outcome of reloading and re-running an exported file. The file is run twice: as ONNX
 /// defines its operators (x / scale before rounding, what onnxruntime does) and with BitLens'
 /// own rounding rule (x * (1 / scale), as torch.fake_quantize). The second run must reproduce
@@ -118,6 +135,8 @@ struct VerifyResult {
     /// of the embedding-cosine metric), mean and smallest over the samples.
     std::optional<double> embeddingCosineMean;
     std::optional<double> embeddingCosineMin;
+    /// The consumer runtime's run where one was asked for the format (ONNX), else nullopt.
+    std::optional<ConsumerCheck> consumer;
     bool ok = false;
     std::string message;            ///< one line: what was compared and the verdict
 };

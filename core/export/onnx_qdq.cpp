@@ -389,6 +389,66 @@ std::optional<std::string> onnxQdqLimitation(const LayerConfig& c)
     return std::nullopt;
 }
 
+namespace {
+
+/// Recurrent nodes batch-first (layout = 1) rewritten time-major (layout = 0) between
+/// Transposes: onnxruntime's CPU LSTM / GRU / RNN refuse layout 1 ("Batchwise recurrent
+/// operations (layout == 1) are not supported", found by export --verify's consumer check).
+/// X and the initial states go in transposed, Y [S, dirs, B, H] and the final states come out
+/// in the batch-first shapes the rest of the graph reads; the numbers are the same.
+void timeMajorRecurrences(ir::Graph& graph)
+{
+    std::vector<ir::Node> nodes;
+    nodes.reserve(graph.nodes.size());
+    auto transpose = [&nodes](const std::string& name, const std::string& in,
+                              const std::string& out, std::vector<std::int64_t> perm) {
+        ir::Node t;
+        t.name = name;
+        t.op = ir::OpKind::Transpose;
+        t.inputs = {in};
+        t.outputs = {out};
+        t.attrs.set("perm", std::move(perm));
+        nodes.push_back(std::move(t));
+    };
+    for (auto& node : graph.nodes) {
+        const bool recurrent = node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU ||
+                               node.op == ir::OpKind::RNN;
+        if (!recurrent || node.attrs.getInt("layout", 0) != 1) {
+            nodes.push_back(std::move(node));
+            continue;
+        }
+        // Inputs: X (0); initial_h (5) and, for an LSTM, initial_c (6) are [B, dirs, H].
+        for (const std::size_t i : {std::size_t{0}, std::size_t{5}, std::size_t{6}}) {
+            if (i >= node.inputs.size() || node.inputs[i].empty())
+                continue;
+            const std::string moved = node.name + "/time_major_in" + std::to_string(i);
+            transpose(moved, node.inputs[i], moved, {1, 0, 2});
+            node.inputs[i] = moved;
+        }
+        node.attrs.set("layout", std::int64_t{0});
+        std::vector<std::pair<std::string, std::string>> outs;  // (time-major, batch-first)
+        for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+            if (node.outputs[i].empty())
+                continue;
+            const std::string original = node.outputs[i];
+            node.outputs[i] = node.name + "/time_major_out" + std::to_string(i);
+            outs.emplace_back(node.outputs[i], original);
+        }
+        const std::string name = node.name;
+        nodes.push_back(std::move(node));
+        for (std::size_t k = 0; k < outs.size(); ++k) {
+            const bool y = outs[k].first.back() == '0';  // Y [S, dirs, B, H] -> [B, S, dirs, H]
+            transpose(name + "/batch_first" + outs[k].first.substr(outs[k].first.size() - 1),
+                      outs[k].first, outs[k].second,
+                      y ? std::vector<std::int64_t>{2, 0, 1, 3}
+                        : std::vector<std::int64_t>{1, 0, 2});
+        }
+    }
+    graph.nodes = std::move(nodes);
+}
+
+} // namespace
+
 Result<ir::Graph> buildQdqGraph(const quant::QuantizedModel& model, Progress& progress,
                                 const CancelToken& cancel)
 {
@@ -420,6 +480,7 @@ Result<ir::Graph> buildQdqGraph(const quant::QuantizedModel& model, Progress& pr
             progress.report(static_cast<double>(++done) / total, "building the QDQ graph");
         }
         ir::Graph graph = builder.finish();
+        timeMajorRecurrences(graph);
         if (auto r = graph.validate(); !r)
             return Error::runtime("the QDQ graph is inconsistent: " + r.error().message);
         return graph;

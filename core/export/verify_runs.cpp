@@ -165,6 +165,17 @@ Result<void> compareRuns(exec::Executor& app, exec::Executor& file, const io::Da
                          Progress& progress, const CancelToken& cancel,
                          exec::Executor* sameRounding)
 {
+    const FileRunner runner{file.graph(), [&file](const std::vector<at::Tensor>& feeds) {
+                                return file.run(feeds);
+                            }};
+    return compareRuns(app, runner, data, batch, path, result, progress, cancel, sameRounding);
+}
+
+Result<void> compareRuns(exec::Executor& app, const FileRunner& file, const io::Dataset& data,
+                         std::int64_t batch, const std::string& path, VerifyResult& result,
+                         Progress& progress, const CancelToken& cancel,
+                         exec::Executor* sameRounding)
+{
     const ir::Task task = ir::taskOf(app.graph());
     result.task = std::string(ir::taskName(task));
     Tally tally;
@@ -181,7 +192,7 @@ Result<void> compareRuns(exec::Executor& app, exec::Executor& file, const io::Da
         auto appFeeds = feedsFor(app.graph(), x, {});
         if (!appFeeds)
             return appFeeds.error();
-        auto fileFeeds = feedsFor(file.graph(), x, path);
+        auto fileFeeds = feedsFor(file.graph, x, path);
         if (!fileFeeds)
             return fileFeeds.error();
         auto a = app.run(*appFeeds);

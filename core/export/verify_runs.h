@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,19 @@ std::int64_t verifyBatch(const ir::Graph& graph, const io::Dataset& data,
 /// maxAbsDiffSameRounding. A file output of another count or shape is BadInput, an error of
 /// the file's run names `path`.
 Result<void> compareRuns(exec::Executor& app, exec::Executor& file, const io::Dataset& data,
+                         std::int64_t batch, const std::string& path, VerifyResult& result,
+                         Progress& progress, const CancelToken& cancel,
+                         exec::Executor* sameRounding = nullptr);
+
+/// What compareRuns runs for the file side: the outputs of one batch's feeds (made for
+/// `graph`, the file's graph). An exec::Executor of the file, or a consumer runtime's outputs.
+struct FileRunner {
+    const ir::Graph& graph;
+    std::function<Result<std::vector<at::Tensor>>(const std::vector<at::Tensor>& feeds)> run;
+};
+
+/// compareRuns with the file side given as a runner (the consumer runtime's outputs).
+Result<void> compareRuns(exec::Executor& app, const FileRunner& file, const io::Dataset& data,
                          std::int64_t batch, const std::string& path, VerifyResult& result,
                          Progress& progress, const CancelToken& cancel,
                          exec::Executor* sameRounding = nullptr);

@@ -695,6 +695,14 @@ ir::Graph buildLlamaGraph(const LlamaSpec& s, Net& n)
         angle = n.add(r + ".angles", OpKind::Mul,
                       {angle, n.init(r + ".inv_freq", inverseFrequencies(rope, hd))});
         angle = n.add(r + ".angles_batch", OpKind::Unsqueeze, {angle, n.ints({0})});
+        // RotaryEmbedding-23 without position_ids takes caches of x's own batch and length,
+        // [B, S, hd/2]: onnxruntime refuses [1, S, hd/2] for a batch of several windows
+        // (found by export --verify's consumer check), so the tables are expanded (a view).
+        ir::Attributes axis0;
+        axis0.set("axis", std::int64_t{0});
+        const std::string cacheShape =
+            n.add(r + ".cache_shape", OpKind::Concat, {pos + ".shape", n.ints({hd / 2})}, axis0);
+        angle = n.add(r + ".angles_expanded", OpKind::Expand, {angle, cacheShape});
         return std::pair{n.add(r + ".cos", OpKind::Cos, {angle}),
                          n.add(r + ".sin", OpKind::Sin, {angle})};
     };

@@ -1,6 +1,7 @@
 #include "zoo/packages.h"
 
 #include "io/file_util.h"
+#include "io/process.h"
 #include "io/zip.h"
 #include "zoo/zoo.h"
 
@@ -12,61 +13,16 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace bitlens::zoo {
 
 namespace fs = std::filesystem;
+using io::runProcess;
+using io::tailOf;
 
 namespace {
-
-/// Runs argv[0] (a path) with stdout and stderr sent to files; returns the exit
-/// status, or -1 when it could not start.
-int runProcess(const std::vector<std::string>& argv, const std::string& stdoutPath,
-               const std::string& stderrPath)
-{
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdoutPath.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderrPath.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (const auto& a : argv)
-        args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0)
-        return -1;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/// The last lines of a log file, for error messages.
-std::string tailOf(const std::string& path, std::size_t maxLines = 4)
-{
-    std::ifstream in(path);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty())
-            lines.push_back(line);
-    std::string out;
-    for (std::size_t i = lines.size() > maxLines ? lines.size() - maxLines : 0; i < lines.size();
-         ++i)
-        out += (out.empty() ? "" : " | ") + lines[i];
-    return out;
-}
 
 /// PyPI file names spell the project with '_' for '-' and '.',
 /// case-insensitively.

@@ -1,10 +1,13 @@
 #include "zoo/zoo.h"
 
+#include "io/process.h"
+
 #include "analysis/lm_metrics.h"
 #include "analysis/metrics.h"
 #include "io/dataset.h"
 #include "io/file_util.h"
 #include "io/onnx.h"
+#include "io/process.h"
 #include "io/safetensors.h"
 #include "model/hf_builders.h"
 #include "text/bpe_train.h"
@@ -447,12 +450,7 @@ bool isZooName(const std::string& name)
 
 std::string cacheDir()
 {
-    if (const char* dir = std::getenv("BITLENS_CACHE"); dir && *dir)
-        return dir;
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        return std::string(xdg) + "/bitlens";
-    const char* home = std::getenv("HOME");
-    return std::string(home && *home ? home : "/tmp") + "/.cache/bitlens";
+    return io::cacheDir();
 }
 
 bool isBuilt(const std::string& name)

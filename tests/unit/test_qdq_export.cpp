@@ -7,19 +7,23 @@
 #include "temp_dir.h"
 
 #include "exec/executor.h"
+#include "export/consumer.h"
 #include "export/export.h"
 #include "export/onnx_qdq.h"
 #include "io/dataset.h"
 #include "io/onnx.h"
 #include "io/protobuf.h"
+#include "model/hf_builders.h"
 #include "quant/engine.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 using namespace bitlens;
@@ -515,6 +519,111 @@ TEST(ExportVerify, LanguageModelReportsPerplexityKldAndTokenTop1)
     EXPECT_EQ(j["tokens"], 110);
     EXPECT_DOUBLE_EQ(j["perplexity_app"].get<double>(), v->metricApp->value);
     EXPECT_TRUE(j["embedding_cosine_mean"].is_null());
+}
+
+// ---- Verification by the consumer (issue #37 item 3) --------------------------------------
+
+TEST(ExportVerify, OnnxRuntimeRunsTheFileAndAgrees)
+{
+    test::TempDir dir;
+    const auto model = prepare(convNet(4), "static-int8");
+    const std::string path = dir.file("model.onnx");
+    ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Onnx, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(300, 13));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    // The bootstrap venv has onnxruntime (make test needs it): the consumer is asked, not
+    // skipped.
+    ASSERT_TRUE(v->consumer);
+    EXPECT_EQ(v->consumer->runtime.rfind("onnxruntime ", 0), 0u)
+        << v->consumer->runtime << v->consumer->skipped;
+    EXPECT_EQ(v->consumer->samples, 256);  // the first batch of the verification
+    EXPECT_TRUE(v->consumer->ok) << v->message;
+    EXPECT_EQ(v->consumer->top1Positions, 256);
+    EXPECT_GE(v->consumer->sameTop1Rate, 1.0 - 1.0 / 256) << v->message;
+    EXPECT_GT(v->consumer->maxAbsDiff, 0.0);  // its own kernels: not bit for bit
+    EXPECT_NE(v->message.find("onnxruntime "), std::string::npos) << v->message;
+    const auto j = exporting::exportToJson(exporting::ExportResult(), *v)["verify"]["consumer"];
+    EXPECT_EQ(j["runtime"], v->consumer->runtime);
+    EXPECT_TRUE(j["skipped"].is_null());
+    EXPECT_EQ(j["ok"], true);
+
+    // Not asked where the user says so: a reason, no failure.
+    ::setenv("BITLENS_CONSUMER", "off", 1);
+    v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(20, 13));
+    ::unsetenv("BITLENS_CONSUMER");
+    ASSERT_TRUE(v.ok());
+    EXPECT_TRUE(v->ok) << v->message;
+    ASSERT_TRUE(v->consumer);
+    EXPECT_TRUE(v->consumer->runtime.empty());
+    EXPECT_EQ(v->consumer->skipped, "BITLENS_CONSUMER=off");
+    EXPECT_NE(v->message.find("consumer not asked: BITLENS_CONSUMER=off"), std::string::npos);
+}
+
+TEST(ExportVerify, AFileTheConsumerRefusesFailsTheVerification)
+{
+    test::TempDir dir;
+    const auto model = prepare(convNet(4), "static-int8");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok());
+    // A graph BitLens runs but onnxruntime refuses: a QuantizeLinear scale of rank 2 (ONNX
+    // allows a scalar or a 1-D per-axis scale only).
+    const std::string path = dir.file("refused.onnx");
+    bool changed = false;
+    for (auto& [name, t] : g->initializers)
+        if (!changed && name.find("input_scale") != std::string::npos && t.dim() == 0) {
+            t = t.reshape({1, 1});
+            changed = true;
+        }
+    ASSERT_TRUE(changed);
+    ASSERT_TRUE(io::writeOnnxFile(*g, path).ok());
+    auto graph = io::readOnnxFile(path);
+    ASSERT_TRUE(graph.ok()) << graph.error().userMessage();
+    const at::Tensor x = samples(4, 14).inputs;
+    auto ran = exporting::runConsumer(exporting::ExportFormat::Onnx, path, *graph, {x});
+    ASSERT_FALSE(ran.ok());
+    EXPECT_EQ(ran.error().code, ErrorCode::Runtime);
+    EXPECT_EQ(ran.error().path, path);
+    EXPECT_NE(ran.error().message.find("onnxruntime"), std::string::npos)
+        << ran.error().message;
+}
+
+/// The tiny Llama of tests/data/hf (2 layers, vocabulary 64) built as the app builds it.
+ir::Graph tinyLlama()
+{
+    std::ifstream in(std::string(BITLENS_TEST_DATA) + "/hf/llama.json");
+    const auto config = nlohmann::json::parse(in);
+    auto arrays = io::readNpz(std::string(BITLENS_TEST_DATA) + "/hf/llama.npz");
+    EXPECT_TRUE(arrays.ok());
+    std::map<std::string, at::Tensor> weights;
+    for (auto& [key, t] : *arrays)
+        if (key.rfind("__", 0) != 0)
+            weights[key] = t;
+    auto graph = model::buildFromHfConfig(config, weights, "llama");
+    EXPECT_TRUE(graph.ok()) << (graph.ok() ? "" : graph.error().userMessage());
+    return std::move(graph).value();
+}
+
+// onnxruntime refused BitLens's Llama exports on more than one window ("Inputs 'cos_cache'
+// and 'sin_cache' are expected to have the same shape as input 'x', got 1 and 256"): the
+// rotary tables are now [B, S, hd/2] as RotaryEmbedding-23 asks without position_ids.
+TEST(ExportVerify, LlamaWindowsRunInOnnxRuntime)
+{
+    test::TempDir dir;
+    const auto model = prepareSequence(tinyLlama(), "dynamic-int8");
+    const std::string path = dir.file("llama.onnx");
+    ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Onnx, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model,
+                                     tokenWindows(6, 12, 8));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    ASSERT_TRUE(v->consumer);
+    EXPECT_EQ(v->consumer->runtime.rfind("onnxruntime ", 0), 0u) << v->consumer->skipped;
+    EXPECT_EQ(v->consumer->samples, 6);
+    ASSERT_TRUE(v->consumer->metricApp && v->consumer->metricFile && v->consumer->meanKld);
+    EXPECT_LE(std::abs(v->consumer->metricFile->value / v->consumer->metricApp->value - 1.0),
+              0.002)
+        << v->message;
 }
 
 TEST(ExportVerify, InputsForBatchMakesAnEncodersInputsByName)
