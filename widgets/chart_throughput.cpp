@@ -105,14 +105,14 @@ void ThroughputChart::build(const nlohmann::json& report)
 
     const QString device = rj::text(*throughput, "device");
     const auto batch = rj::number(*throughput, "batch");
-    QString title = tr("Throughput — %1 on %2")
-                        .arg(rj::schemeName(report),
-                             device.isEmpty() ? tr("unknown device") : device);
-    if (batch)
-        title += tr(", batch %1").arg(*batch, 0, 'f', 0);
+    // Two lines: in half of the tab at 1280x800 one line was cut to "batch 64 quantized ...".
+    QString title = tr("Throughput — %1").arg(rj::schemeName(report).toHtmlEscaped());
     if (m_floatRate > 0)
-        title += tr("    quantized / float %1×").arg(m_quantizedRate / m_floatRate, 0, 'f', 2);
-    setChartTitle(title);
+        title += tr(": quantized / float %1×").arg(m_quantizedRate / m_floatRate, 0, 'f', 2);
+    QString where = tr("on %1").arg(device.isEmpty() ? tr("unknown device") : device);
+    if (batch)
+        where += tr(", batch %1").arg(*batch, 0, 'f', 0);
+    setChartTitle(title + QStringLiteral("<br>") + where.toHtmlEscaped());
 
     auto* floatSet = new QBarSet(tr("Float32"));
     auto* quantizedSet = new QBarSet(tr("Quantized (%1)").arg(rj::schemeName(report)));
