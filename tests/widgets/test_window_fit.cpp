@@ -3,11 +3,16 @@
 
 #include "chart_throughput.h"
 #include "main_window.h"
+#include "quant_panel.h"
 #include "report_view.h"
+
+#include "quant/scheme.h"
 
 #include <nlohmann/json.hpp>
 
 #include <QChart>
+#include <QComboBox>
+#include <QLabel>
 #include <QGraphicsTextItem>
 #include <QTabBar>
 #include <QTabWidget>
@@ -46,6 +51,7 @@ class TestWindowFit : public QObject {
 
 private Q_SLOTS:
     void everyTabFitsAtDefaultSize();
+    void everyPresetSaysWhatItDoes();
 };
 
 void TestWindowFit::everyTabFitsAtDefaultSize()
@@ -85,6 +91,40 @@ void TestWindowFit::everyTabFitsAtDefaultSize()
     QVERIFY2(!title.contains(QLatin1String("...")) && !title.contains(QChar(0x2026)),
              qPrintable(title));
     QVERIFY2(title.contains(QLatin1String("quantized / float")), qPrintable(title));
+}
+
+void TestWindowFit::everyPresetSaysWhatItDoes()
+{
+    QuantPanel panel;
+    QComboBox* box = panel.presetBox();
+    QCOMPARE(box->count(), static_cast<int>(bitlens::quant::presetNames().size()));
+    for (int i = 0; i < box->count(); ++i) {
+        const QString preset = box->itemText(i);
+        const QString tip = box->itemData(i, Qt::ToolTipRole).toString();
+        QVERIFY2(!tip.isEmpty(), qPrintable(preset));
+        // True to the scheme core parses: weight-only presets say their activations stay float,
+        // the others do not; gguf-* name GGUF; the bit width of the weights is said.
+        auto scheme = bitlens::quant::parseScheme(preset.toStdString());
+        QVERIFY2(static_cast<bool>(scheme), qPrintable(preset));
+        const bool floatActs = scheme->config.actMode == bitlens::quant::ActMode::Float;
+        QVERIFY2(tip.contains(QLatin1String("float activations")) == floatActs,
+                 qPrintable(preset + QStringLiteral(": ") + tip));
+        QVERIFY2(tip.contains(QLatin1String("GGUF")) == preset.startsWith(QLatin1String("gguf-")),
+                 qPrintable(tip));
+        QVERIFY2(tip.contains(QLatin1String("Weight-only")) ==
+                     (floatActs && !preset.startsWith(QLatin1String("gguf-"))),
+                 qPrintable(tip));
+    }
+    QLabel* label = panel.presetDescriptionLabel();
+    QVERIFY(label);
+    QCOMPARE(label->text(), box->itemData(box->currentIndex(), Qt::ToolTipRole).toString());
+    for (const char* preset : {"w4-nf4", "gguf-q4_k", "llm-int8"}) {
+        box->setCurrentText(QLatin1String(preset));
+        QCOMPARE(label->text(), presetDescription(QLatin1String(preset)));
+    }
+    panel.setSchemeText(QStringLiteral("mxfp4-w"));
+    QVERIFY2(label->text().startsWith(QLatin1String("Weight-only OCP MXFP4")),
+             qPrintable(label->text()));
 }
 
 QTEST_MAIN(TestWindowFit)
