@@ -2,6 +2,7 @@
 // at its default size of 1280x800, and the words it uses.
 
 #include "chart_throughput.h"
+#include "help_dialogs.h"
 #include "main_window.h"
 #include "quant_panel.h"
 #include "report_view.h"
@@ -52,6 +53,7 @@ class TestWindowFit : public QObject {
 private Q_SLOTS:
     void everyTabFitsAtDefaultSize();
     void everyPresetSaysWhatItDoes();
+    void chartGuideCoversEveryTab();
 };
 
 void TestWindowFit::everyTabFitsAtDefaultSize()
@@ -125,6 +127,25 @@ void TestWindowFit::everyPresetSaysWhatItDoes()
     panel.setSchemeText(QStringLiteral("mxfp4-w"));
     QVERIFY2(label->text().startsWith(QLatin1String("Weight-only OCP MXFP4")),
              qPrintable(label->text()));
+}
+
+void TestWindowFit::chartGuideCoversEveryTab()
+{
+    // Help > How to read the charts has an entry for every tab of the window: a bold
+    // "**Title**" or "(Title tab)".
+    const QString guide = chartGuideMarkdown();
+    MainWindow window;
+    QTabWidget* tabs = window.reportView()->tabs();
+    QCOMPARE(tabs->count(), 13);
+    QStringList missing;
+    for (int i = 0; i < tabs->count(); ++i) {
+        const QString title = tabs->tabText(i).remove(QLatin1Char('&'));
+        if (!guide.contains(QStringLiteral("**%1**").arg(title)) &&
+            !guide.contains(QStringLiteral("**%1** (").arg(title)) &&
+            !guide.contains(QStringLiteral("(%1 tab)").arg(title)))
+            missing << title;
+    }
+    QVERIFY2(missing.isEmpty(), qPrintable(missing.join(QStringLiteral(", "))));
 }
 
 QTEST_MAIN(TestWindowFit)
