@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <QAbstractAxis>
+#include <QBarCategoryAxis>
+#include <QBarSeries>
 #include <QChart>
 #include <QComboBox>
 #include <QLabel>
@@ -54,6 +57,7 @@ private Q_SLOTS:
     void everyTabFitsAtDefaultSize();
     void everyPresetSaysWhatItDoes();
     void chartGuideCoversEveryTab();
+    void languageModelThroughputCountsWindows();
 };
 
 void TestWindowFit::everyTabFitsAtDefaultSize()
@@ -146,6 +150,38 @@ void TestWindowFit::chartGuideCoversEveryTab()
             missing << title;
     }
     QVERIFY2(missing.isEmpty(), qPrintable(missing.join(QStringLiteral(", "))));
+}
+
+void TestWindowFit::languageModelThroughputCountsWindows()
+{
+    // A language model's throughput is timed on one window of text (batch 1): it says windows,
+    // never "samples/s, one batch of 1 samples".
+    const nlohmann::json compare = loadReport("kjv-llama-compare-4bit.json");
+    QVERIFY(compare.contains("runs") && !compare["runs"].empty());
+    const auto texts = [](ThroughputChart& chart) {
+        QStringList all{chart.chart()->title(), chart.barSeries()->labelsFormat()};
+        for (QAbstractAxis* axis : chart.chart()->axes()) {
+            all << axis->titleText();
+            if (auto* categories = qobject_cast<QBarCategoryAxis*>(axis))
+                all << categories->categories();
+        }
+        return all.join(QLatin1Char('\n'));
+    };
+    ThroughputChart lm;
+    lm.resize(440, 500);
+    lm.setReport(compare["runs"][0]);
+    QVERIFY(lm.hasData());
+    const QString lmText = texts(lm);
+    QVERIFY2(!lmText.contains(QLatin1String("sample"), Qt::CaseInsensitive), qPrintable(lmText));
+    QVERIFY2(lmText.contains(QLatin1String("windows/s")), qPrintable(lmText));
+    QVERIFY2(lmText.contains(QLatin1String("Windows per second")), qPrintable(lmText));
+
+    // An image classifier keeps its samples and batch.
+    ThroughputChart cnn;
+    cnn.setReport(loadReport("fashion-cnn-static-int8.json"));
+    const QString cnnText = texts(cnn);
+    QVERIFY2(cnnText.contains(QLatin1String("samples/s")), qPrintable(cnnText));
+    QVERIFY2(cnnText.contains(QLatin1String("64 samples")), qPrintable(cnnText));
 }
 
 QTEST_MAIN(TestWindowFit)
