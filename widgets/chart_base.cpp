@@ -431,13 +431,18 @@ void ChartBase::setRoundTicks(QValueAxis* axis, double lo, double hi, int target
 
 namespace {
 
-/// The largest bold-or-not font from `largest` down to `smallest` points in which `text` fits
-/// `width` pixels (the smallest when none does: Qt elides it then).
+/// The largest bold-or-not font from `largest` down to `smallest` points in which every line
+/// of `text` (lines end at "<br>", as in a two-line chart title) fits `width` pixels (the
+/// smallest when none does: Qt elides it then).
 QFont fittingFont(const QString& text, int largest, int smallest, bool bold, double width)
 {
+    const QStringList lines = text.split(QStringLiteral("<br>"));
     for (int points = largest; points > smallest; --points) {
         const QFont font = chartFont(points, bold);
-        if (QFontMetricsF(font).horizontalAdvance(text) <= width)
+        const QFontMetricsF metrics(font);
+        if (std::all_of(lines.begin(), lines.end(), [&](const QString& line) {
+                return metrics.horizontalAdvance(line) <= width;
+            }))
             return font;
     }
     return chartFont(smallest, bold);

@@ -105,14 +105,24 @@ void ThroughputChart::build(const nlohmann::json& report)
 
     const QString device = rj::text(*throughput, "device");
     const auto batch = rj::number(*throughput, "batch");
-    QString title = tr("Throughput — %1 on %2")
-                        .arg(rj::schemeName(report),
-                             device.isEmpty() ? tr("unknown device") : device);
-    if (batch)
-        title += tr(", batch %1").arg(*batch, 0, 'f', 0);
+    // A language model is timed on windows of text (one per batch: "batch 1"), and a window
+    // holds many tokens: count windows, not samples. Its report has next-token figures.
+    const nlohmann::json* metric = rj::object(report, "metric");
+    const bool windows = rj::object(report, "kl_divergence") != nullptr ||
+                         (metric && rj::text(*metric, "name") == QLatin1String("perplexity"));
+    m_unit = windows ? tr("windows/s") : tr("samples/s");
+    const QString per = windows ? tr("window") : tr("sample");
+    // Two lines: in half of the tab at 1280x800 one line was cut to "batch 64 quantized ...".
+    QString title = tr("Throughput — %1").arg(rj::schemeName(report).toHtmlEscaped());
     if (m_floatRate > 0)
-        title += tr("    quantized / float %1×").arg(m_quantizedRate / m_floatRate, 0, 'f', 2);
-    setChartTitle(title);
+        title += tr(": quantized / float %1×").arg(m_quantizedRate / m_floatRate, 0, 'f', 2);
+    QString where = tr("on %1").arg(device.isEmpty() ? tr("unknown device") : device);
+    if (windows)
+        where += batch && *batch != 1 ? tr(", %1 windows of text per batch").arg(*batch, 0, 'f', 0)
+                                      : tr(", one window of text per batch");
+    else if (batch)
+        where += tr(", batch %1").arg(*batch, 0, 'f', 0);
+    setChartTitle(title + QStringLiteral("<br>") + where.toHtmlEscaped());
 
     auto* floatSet = new QBarSet(tr("Float32"));
     auto* quantizedSet = new QBarSet(tr("Quantized (%1)").arg(rj::schemeName(report)));
@@ -129,29 +139,38 @@ void ThroughputChart::build(const nlohmann::json& report)
     m_series->setLabelsVisible(true);
     m_series->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
     m_series->setLabelsPrecision(5);
-    m_series->setLabelsFormat(QStringLiteral("@value samples/s"));
+    m_series->setLabelsFormat(QStringLiteral("@value ") + m_unit);
     chart()->addSeries(m_series);
 
     auto* axisX = new QBarCategoryAxis;
-    axisX->append(batch ? tr("One batch of %1 samples").arg(*batch, 0, 'f', 0)
-                        : tr("One batch"));
-    styleAxis(axisX, tr("Run"));
+    // The batch is the axis title: as the category label Qt cut it to "One batch of 64 sa...".
+    axisX->append(rj::schemeName(report));
+    styleAxis(axisX, windows ? (batch && *batch != 1
+                                    ? tr("One batch of %1 windows of text").arg(*batch, 0, 'f', 0)
+                                    : tr("One window of text"))
+                             : batch ? tr("One batch of %1 samples").arg(*batch, 0, 'f', 0)
+                                     : tr("One batch"));
     chart()->addAxis(axisX, Qt::AlignBottom);
     m_series->attachAxis(axisX);
-    QValueAxis* axisY = addValueAxis(tr("Samples per second"), Qt::AlignLeft);
+    QValueAxis* axisY =
+        addValueAxis(windows ? tr("Windows per second") : tr("Samples per second"), Qt::AlignLeft);
     setRoundTicks(axisY, 0.0, std::max(m_floatRate, m_quantizedRate) * 1.12, 6);
     m_series->attachAxis(axisY);
 
-    connect(floatSet, &QBarSet::hovered, this, [this](bool status, int) {
-        status ? showToolTip(tr("Float32: %1 samples/s (%2 ms per sample)")
+    connect(floatSet, &QBarSet::hovered, this, [this, per](bool status, int) {
+        status ? showToolTip(tr("Float32: %1 %2 (%3 ms per %4)")
                                  .arg(m_floatRate, 0, 'f', 1)
-                                 .arg(1000.0 / m_floatRate, 0, 'f', 4))
+                                 .arg(m_unit)
+                                 .arg(1000.0 / m_floatRate, 0, 'f', 4)
+                                 .arg(per))
                : hideToolTip();
     });
-    connect(quantizedSet, &QBarSet::hovered, this, [this](bool status, int) {
-        status ? showToolTip(tr("Quantized: %1 samples/s (%2 ms per sample)")
+    connect(quantizedSet, &QBarSet::hovered, this, [this, per](bool status, int) {
+        status ? showToolTip(tr("Quantized: %1 %2 (%3 ms per %4)")
                                  .arg(m_quantizedRate, 0, 'f', 1)
-                                 .arg(1000.0 / m_quantizedRate, 0, 'f', 4))
+                                 .arg(m_unit)
+                                 .arg(1000.0 / m_quantizedRate, 0, 'f', 4)
+                                 .arg(per))
                : hideToolTip();
     });
 

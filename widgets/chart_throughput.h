@@ -15,7 +15,8 @@ QT_END_NAMESPACE
 
 namespace bitlens::widgets {
 
-/// Bar chart of report.json throughput.float_samples_per_s / quantized_samples_per_s.
+/// Bar chart of report.json throughput.float_samples_per_s / quantized_samples_per_s; for a
+/// language model (perplexity, KL divergence) the samples are windows of text and say so.
 class ThroughputChart : public ChartBase {
     Q_OBJECT
 
@@ -43,6 +44,7 @@ private:
     QBarSeries* m_series = nullptr;
     QGraphicsSimpleTextItem* m_kernelText = nullptr;
     QStringList m_kernelLines;
+    QString m_unit;  ///< "samples/s", or "windows/s" for a language model
     double m_floatRate = 0.0;
     double m_quantizedRate = 0.0;
     int m_realKernels = 0;

@@ -17,6 +17,8 @@
 #include <QFileInfo>
 #include <QPushButton>
 #include <QSettings>
+
+#include <algorithm>
 #include <QStatusBar>
 
 #include <iterator>
@@ -142,9 +144,18 @@ void ExportController::chooseExport()
     dialog->setAdvice([run](const QString& format) {
         return QString::fromStdString(exportAdvice(run, format.toStdString()));
     });
-    const QString format = settings.value(QStringLiteral("export/format")).toString();
-    if (!format.isEmpty())
-        dialog->setFormat(format);
+    // The format the run implies: the one chosen last time when it can hold the scheme, else
+    // the first that can (a gguf-* scheme: GGUF, the only format of ggml's block types).
+    const auto holds = [&run](const QString& format) {
+        return static_cast<bool>(checkExport(run, format.toStdString()));
+    };
+    QString format = settings.value(QStringLiteral("export/format")).toString();
+    if (format.isEmpty() || !exportFormats().contains(format) || !holds(format)) {
+        const QStringList formats = exportFormats();
+        const auto first = std::find_if(formats.begin(), formats.end(), holds);
+        format = first != formats.end() ? *first : formats.front();
+    }
+    dialog->setFormat(format);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     connect(dialog, &QDialog::accepted, this, [this, dialog] {
         QSettings chosen;

@@ -169,20 +169,34 @@ void ExportView::setResult(const nlohmann::json& result)
         const bool ok = verify.value("ok", false);
         const std::int64_t samples = countOf(verify, "samples");
         addRow(tr("Samples compared"), formatCount(samples));
-        addRow(tr("Max |diff|, ONNX rounding"),
-               tr("%1 (outputs reach %2)")
-                   .arg(diffText(numberOr(verify, "max_abs_diff", NAN)))
-                   .arg(QString::number(numberOr(verify, "output_abs_max", NAN), 'g', 4)),
-               tr("The file run as ONNX defines its operators (x / scale, as onnxruntime "
-                  "does); may differ by one activation step where a value lies within an ulp "
-                  "of a rounding tie."));
         const double tolerance = numberOr(verify, "same_rounding_tolerance", 0.0);
-        addRow(tr("Max |diff|, same rounding"),
-               tr("%1 (allowed %2)")
-                   .arg(diffText(numberOr(verify, "max_abs_diff_same_rounding", NAN)))
-                   .arg(tolerance == 0.0 ? tr("0: bit for bit") : QString::number(tolerance, 'g', 3)),
-               tr("The file run with BitLens' rounding rule (x * (1 / scale)): it must "
-                  "reproduce the in-app outputs exactly."));
+        const QString allowed =
+            tolerance == 0.0 ? tr("0: bit for bit") : QString::number(tolerance, 'g', 3);
+        if (format == QLatin1String("onnx")) {
+            addRow(tr("Max |diff|, ONNX rounding"),
+                   tr("%1 (outputs reach %2)")
+                       .arg(diffText(numberOr(verify, "max_abs_diff", NAN)))
+                       .arg(QString::number(numberOr(verify, "output_abs_max", NAN), 'g', 4)),
+                   tr("The file run as ONNX defines its operators (x / scale, as onnxruntime "
+                      "does); may differ by one activation step where a value lies within an "
+                      "ulp of a rounding tie."));
+            addRow(tr("Max |diff|, same rounding"),
+                   tr("%1 (allowed %2)")
+                       .arg(diffText(numberOr(verify, "max_abs_diff_same_rounding", NAN)))
+                       .arg(allowed),
+                   tr("The file run with BitLens' rounding rule (x * (1 / scale)): it must "
+                      "reproduce the in-app outputs exactly."));
+        } else {
+            // GGUF and safetensors hold weights only: the file runs once, with the in-app
+            // model's own activations; no operator of the file rounds differently.
+            addRow(tr("Max |diff|, file vs app"),
+                   tr("%1 (allowed %2; outputs reach %3)")
+                       .arg(diffText(numberOr(verify, "max_abs_diff_same_rounding", NAN)))
+                       .arg(allowed)
+                       .arg(QString::number(numberOr(verify, "output_abs_max", NAN), 'g', 4)),
+                   tr("The file read back by BitLens' own reader and run: it must reproduce the "
+                      "in-app outputs."));
+        }
         addRow(tr("Weights compared"),
                tr("%1 layers, %2 mismatched")
                    .arg(countOf(verify, "weights_checked"))

@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QFormLayout>
 #include <QGridLayout>
+#include <QHash>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -24,6 +25,113 @@ const QString kDefault = QStringLiteral("preset default");
 
 } // namespace
 
+QString presetDescription(const QString& preset)
+{
+    // What core/quant/scheme.cpp's presetDefaults sets for each preset, in one line.
+    static const QHash<QString, const char*> kDescriptions = {
+        {QStringLiteral("dynamic-int8"),
+         QT_TR_NOOP("int8 weights per channel; uint8 activations scaled per tensor from each "
+                    "batch at run time (no calibration)")},
+        {QStringLiteral("static-int8"),
+         QT_TR_NOOP("int8 weights per channel; uint8 activations with ranges calibrated on "
+                    "sample data (minmax); BatchNorm folded into Conv")},
+        {QStringLiteral("static-w4a8"),
+         QT_TR_NOOP("int4 weights per channel; uint8 activations with calibrated ranges; "
+                    "BatchNorm folded into Conv")},
+        {QStringLiteral("w4-int4"),
+         QT_TR_NOOP("Weight-only: asymmetric int4 weights in groups of 64 inputs; float "
+                    "activations")},
+        {QStringLiteral("w4-nf4"),
+         QT_TR_NOOP("Weight-only: NF4 (4-bit NormalFloat) weights in groups of 64, scales "
+                    "double-quantized to 8 bits; float activations")},
+        {QStringLiteral("w4-fp4"),
+         QT_TR_NOOP("Weight-only: FP4 (E2M1) weights in groups of 64; float activations")},
+        {QStringLiteral("fp8-e4m3"),
+         QT_TR_NOOP("FP8 E4M3 weights with one scale per tensor; activations cast to FP8 E4M3 "
+                    "with a scale from each batch")},
+        {QStringLiteral("fp8-e5m2"),
+         QT_TR_NOOP("FP8 E5M2 weights with one scale per tensor; activations cast to FP8 E5M2 "
+                    "with a scale from each batch")},
+        {QStringLiteral("llm-int8"),
+         QT_TR_NOOP("LLM.int8(): int8 weights per channel, int8 activations per token at run "
+                    "time; input columns holding a value of magnitude above 6 stay 16-bit")},
+        {QStringLiteral("smoothquant-int8"),
+         QT_TR_NOOP("SmoothQuant (alpha 0.5) moves activation outliers into the weights; then "
+                    "int8 weights per channel and calibrated int8 activations")},
+        {QStringLiteral("fp16"),
+         QT_TR_NOOP("Weights and activations cast to float16 (16-bit mixed precision)")},
+        {QStringLiteral("bf16"),
+         QT_TR_NOOP("Weights and activations cast to bfloat16 (16-bit mixed precision)")},
+        {QStringLiteral("qat-int8"),
+         QT_TR_NOOP("Quantization-aware training: fine-tunes through fake quantization, then "
+                    "static int8 (int8 weights per channel, uint8 activations)")},
+        {QStringLiteral("qat-w4a8"),
+         QT_TR_NOOP("Quantization-aware training: fine-tunes through fake quantization, then "
+                    "int4 weights per channel and uint8 activations")},
+        {QStringLiteral("gguf-f16"),
+         QT_TR_NOOP("GGUF F16: weights stored as float16, as llama.cpp; float activations")},
+        {QStringLiteral("gguf-q8_0"),
+         QT_TR_NOOP("GGUF Q8_0: 8-bit weights in blocks of 32 with one scale each (llama.cpp's "
+                    "rounding); float activations")},
+        {QStringLiteral("gguf-q4_0"),
+         QT_TR_NOOP("GGUF Q4_0: symmetric 4-bit weights in blocks of 32 with one scale each; "
+                    "float activations")},
+        {QStringLiteral("gguf-q4_1"),
+         QT_TR_NOOP("GGUF Q4_1: 4-bit weights in blocks of 32 with a scale and a minimum each; "
+                    "float activations")},
+        {QStringLiteral("gguf-q4_k"),
+         QT_TR_NOOP("GGUF Q4_K: 4-bit k-quant weights in super-blocks of 256 (scales and "
+                    "minimums per 32); float activations")},
+        {QStringLiteral("gguf-q6_k"),
+         QT_TR_NOOP("GGUF Q6_K: 6-bit k-quant weights in super-blocks of 256 (a scale per 16); "
+                    "float activations")},
+        {QStringLiteral("mxfp4"),
+         QT_TR_NOOP("OCP MXFP4: FP4 (E2M1) weights and activations in blocks of 32 sharing a "
+                    "power-of-two scale")},
+        {QStringLiteral("mxfp4-w"),
+         QT_TR_NOOP("Weight-only OCP MXFP4: FP4 (E2M1) weights in blocks of 32 sharing a "
+                    "power-of-two scale; float activations")},
+        {QStringLiteral("nvfp4"),
+         QT_TR_NOOP("NVFP4: FP4 (E2M1) weights and activations in blocks of 16, each with an "
+                    "FP8 E4M3 scale")},
+        {QStringLiteral("nvfp4-w"),
+         QT_TR_NOOP("Weight-only NVFP4: FP4 (E2M1) weights in blocks of 16 with FP8 E4M3 "
+                    "scales; float activations")},
+        {QStringLiteral("mxfp6-e2m3"),
+         QT_TR_NOOP("OCP MXFP6 E2M3: 6-bit float weights and activations in blocks of 32 "
+                    "sharing a power-of-two scale")},
+        {QStringLiteral("mxfp6-e2m3-w"),
+         QT_TR_NOOP("Weight-only OCP MXFP6 E2M3: 6-bit float weights in blocks of 32; float "
+                    "activations")},
+        {QStringLiteral("mxfp6-e3m2"),
+         QT_TR_NOOP("OCP MXFP6 E3M2: 6-bit float weights and activations in blocks of 32 "
+                    "sharing a power-of-two scale")},
+        {QStringLiteral("mxfp6-e3m2-w"),
+         QT_TR_NOOP("Weight-only OCP MXFP6 E3M2: 6-bit float weights in blocks of 32; float "
+                    "activations")},
+        {QStringLiteral("mxfp8-e4m3"),
+         QT_TR_NOOP("OCP MXFP8 E4M3: 8-bit float weights and activations in blocks of 32 "
+                    "sharing a power-of-two scale")},
+        {QStringLiteral("mxfp8-e4m3-w"),
+         QT_TR_NOOP("Weight-only OCP MXFP8 E4M3: 8-bit float weights in blocks of 32; float "
+                    "activations")},
+        {QStringLiteral("mxfp8-e5m2"),
+         QT_TR_NOOP("OCP MXFP8 E5M2: 8-bit float weights and activations in blocks of 32 "
+                    "sharing a power-of-two scale")},
+        {QStringLiteral("mxfp8-e5m2-w"),
+         QT_TR_NOOP("Weight-only OCP MXFP8 E5M2: 8-bit float weights in blocks of 32; float "
+                    "activations")},
+        {QStringLiteral("mxint8"),
+         QT_TR_NOOP("OCP MXINT8: 8-bit integer weights and activations in blocks of 32 sharing "
+                    "a power-of-two scale")},
+        {QStringLiteral("mxint8-w"),
+         QT_TR_NOOP("Weight-only OCP MXINT8: 8-bit integer weights in blocks of 32; float "
+                    "activations")},
+    };
+    const auto it = kDescriptions.constFind(preset);
+    return it == kDescriptions.constEnd() ? QString() : QuantPanel::tr(it.value());
+}
+
 QuantPanel::QuantPanel(QWidget* parent)
     : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_observer(new QComboBox),
       m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
@@ -36,10 +144,19 @@ QuantPanel::QuantPanel(QWidget* parent)
       m_sensitivity(new QPushButton(tr("Run sensitivity")))
 {
     setObjectName(QStringLiteral("quantPanel"));
-    for (const std::string& name : schemePresets())
-        m_preset->addItem(QString::fromStdString(name));
+    for (const std::string& name : schemePresets()) {
+        const QString preset = QString::fromStdString(name);
+        m_preset->addItem(preset);
+        m_preset->setItemData(m_preset->count() - 1, presetDescription(preset), Qt::ToolTipRole);
+    }
     m_preset->setCurrentText(QStringLiteral("static-int8"));
     m_preset->setToolTip(tr("The recipe: what is quantized to which type"));
+    m_presetNote = new QLabel;
+    m_presetNote->setObjectName(QStringLiteral("presetDescription"));
+    m_presetNote->setWordWrap(true);
+    // The text wraps to the column's width rather than widening the side panel.
+    m_presetNote->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_presetNote->setForegroundRole(QPalette::PlaceholderText);
     m_observer->addItems({kDefault, QStringLiteral("minmax"), QStringLiteral("moving-average"),
                           QStringLiteral("percentile:99.99"), QStringLiteral("entropy"),
                           QStringLiteral("mse")});
@@ -89,6 +206,7 @@ QuantPanel::QuantPanel(QWidget* parent)
 
     auto* form = new QFormLayout(this);
     form->addRow(tr("Preset"), m_preset);
+    form->addRow(QString(), m_presetNote);
     form->addRow(tr("Observer"), m_observer);
     auto* granularityRow = new QHBoxLayout;
     granularityRow->addWidget(m_granularity, 1);
@@ -350,6 +468,7 @@ void QuantPanel::controlsChanged()
 void QuantPanel::updateSchemeLine()
 {
     m_groupSize->setEnabled(m_custom.isEmpty() && m_granularity->currentIndex() == 3);
+    m_presetNote->setText(presetDescription(m_preset->currentText()));
     const QString text = schemeText();
     m_schemeLine->setText(text);
     m_schemeLine->setCursorPosition(0);

@@ -24,6 +24,10 @@ class Model;
 
 namespace bitlens::widgets {
 
+/// One line on what preset `preset` quantizes, to which type and how ("" for an unknown name):
+/// the preset box's item tooltips and the line under it.
+QString presetDescription(const QString& preset);
+
 /// The scheme panel (see the file comment).
 class QuantPanel : public QGroupBox {
     Q_OBJECT
@@ -82,6 +86,8 @@ public:
     static constexpr qint64 kAllText = 100000000;
 
     QComboBox* presetBox() const { return m_preset; }
+    /// The line under the preset box: presetDescription() of the selected preset.
+    QLabel* presetDescriptionLabel() const { return m_presetNote; }
     QComboBox* observerBox() const { return m_observer; }
     QComboBox* granularityBox() const { return m_granularity; }
     QSpinBox* groupSizeBox() const { return m_groupSize; }
@@ -119,6 +125,7 @@ private:
     void updateEvaluation();
 
     QComboBox* m_preset;
+    QLabel* m_presetNote = nullptr;
     QComboBox* m_observer;
     QComboBox* m_granularity;
     QSpinBox* m_groupSize;

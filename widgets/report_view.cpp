@@ -19,6 +19,7 @@
 #include <QItemSelectionModel>
 #include <QHeaderView>
 #include <QLabel>
+#include <QProxyStyle>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalBlocker>
@@ -37,6 +38,20 @@
 namespace bitlens::widgets {
 
 namespace {
+
+/// The result tabs' bar with half the style's padding beside each label: the thirteen tabs
+/// (nine result views and Teach, Hardware, Plan, Training, Export) fit the default 1280x800
+/// window whole, without scroll arrows that hid Training and Export.
+class CompactTabStyle : public QProxyStyle {
+public:
+    using QProxyStyle::QProxyStyle;
+    int pixelMetric(PixelMetric metric, const QStyleOption* option,
+                    const QWidget* widget) const override
+    {
+        const int value = QProxyStyle::pixelMetric(metric, option, widget);
+        return metric == PM_TabBarTabHSpace ? value / 2 : value;
+    }
+};
 
 QString metricName(const std::string& name)
 {
@@ -204,6 +219,9 @@ ReportView::ReportView(QWidget* parent)
     m_summary->setFont(bold);
     m_tabs->setObjectName(QStringLiteral("resultTabs"));
     m_tabs->setDocumentMode(true);
+    auto* tabStyle = new CompactTabStyle;
+    tabStyle->setParent(this);
+    m_tabs->tabBar()->setStyle(tabStyle);
 
     m_tabs->addTab(createLayersTab(), tr("Layers"));
     m_tabs->addTab(createLayerMapTab(), tr("Layer map"));

@@ -7,6 +7,7 @@
 #include "export_dialog.h"
 #include "export_view.h"
 #include "job_runner.h"
+#include "main_window_messages.h"
 #include "main_window.h"
 #include "quant_job.h"
 #include "report_view.h"
@@ -46,6 +47,7 @@ private Q_SLOTS:
     void unsupportedPairingIsAnErrorAndWindowStaysUsable();
     void targetsThatAreNotFilesAreRefusedAndLinksWrittenThrough();
     void sequenceModelFiguresAreShown();
+    void defaultFormatFollowsTheScheme();
 
 private:
     bool runAndWait(const QString& scheme);
@@ -453,6 +455,60 @@ void TestExportDialog::sequenceModelFiguresAreShown()
              QStringLiteral("0.998500 (min 0.997000)"));
     QVERIFY(view.rowText(QStringLiteral("Top-1 disagreements")).isEmpty());
     QVERIFY(view.rowText(QStringLiteral("Perplexity in app vs file")).isEmpty());
+}
+
+/// Issue #47 item 5: the dialog opens on the format the run implies (a gguf-* scheme: GGUF, not
+/// ONNX), its refusal of another format speaks of formats, not of the CLI's flags, and the
+/// Export tab of a GGUF verification says nothing of ONNX's rounding.
+void TestExportDialog::defaultFormatFollowsTheScheme()
+{
+    if (!m_window)
+        QSKIP("no window");
+    QSettings().setValue(QStringLiteral("export/format"), QStringLiteral("onnx"));
+    QVERIFY(runAndWait(QStringLiteral("gguf-q4_0")));
+    m_window->findChild<QAction*>(QStringLiteral("actionExport"))->trigger();
+    auto* dialog = m_window->findChild<ExportDialog*>(QStringLiteral("exportDialog"));
+    QVERIFY(dialog);
+    QCOMPARE(dialog->format(), QStringLiteral("gguf"));
+    QVERIFY(dialog->path().endsWith(QLatin1String(".gguf")));
+    QVERIFY(dialog->problem().isEmpty());
+    dialog->setFormat(QStringLiteral("onnx"));
+    QVERIFY2(dialog->problem().contains(QLatin1String("only the GGUF format holds")),
+             qPrintable(dialog->problem()));
+    QVERIFY2(!dialog->problem().contains(QLatin1String("--")), qPrintable(dialog->problem()));
+    dialog->reject();
+    QTest::qWait(10);
+
+    // A scheme ONNX holds keeps the format chosen last.
+    QVERIFY(runAndWait(QStringLiteral("static-int8")));
+    m_window->findChild<QAction*>(QStringLiteral("actionExport"))->trigger();
+    dialog = m_window->findChild<ExportDialog*>(QStringLiteral("exportDialog"));
+    QVERIFY(dialog);
+    QCOMPARE(dialog->format(), QStringLiteral("onnx"));
+    dialog->reject();
+    QTest::qWait(10);
+
+    ExportView view;
+    view.setResult({{"path", "/tmp/m.gguf"},
+                    {"format", "gguf"},
+                    {"bytes", 1000},
+                    {"verify",
+                     {{"ok", true},
+                      {"samples", 8},
+                      {"max_abs_diff", 0.0},
+                      {"max_abs_diff_same_rounding", 0.0},
+                      {"output_abs_max", 3.5}}}});
+    QVERIFY(view.rowText(QStringLiteral("Max |diff|, ONNX rounding")).isEmpty());
+    QVERIFY(view.rowText(QStringLiteral("Max |diff|, file vs app")).startsWith(QLatin1String("0")));
+
+    // The memory refusal (an 8B model on a small machine), in the window's words.
+    const QString refusal = bitlens::widgets::window_text::reasonText(bitlens::Error::runtime(
+        "quantize needs ~62.1 GB (float32 weights 32.1 GB), 21.9 GB available; use --limit / "
+        "--seq-len, a smaller model, or a machine with more memory",
+        "/models/llama-8b"));
+    QVERIFY2(!refusal.contains(QLatin1String("--")), qPrintable(refusal));
+    QVERIFY2(refusal.contains(QLatin1String("Evaluate, Tokens in the Scheme panel")),
+             qPrintable(refusal));
 }
 
 QTEST_MAIN(TestExportDialog)
