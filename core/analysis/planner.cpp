@@ -6,6 +6,7 @@
 
 #include "io/file_util.h"
 #include "io/json_read.h"
+#include "io/process.h"
 
 #include <nlohmann/json.hpp>
 
@@ -428,25 +429,11 @@ Result<ModelShape> shapeForModelFile(const std::string& path, std::int64_t param
 // Accelerators
 Result<std::string> defaultAcceleratorsPath()
 {
-    namespace fs = std::filesystem;
-    const std::string rel = "hardware/accelerators.json";
-    std::vector<fs::path> candidates;
-    if (const char* dir = std::getenv("BITLENS_DATA_DIR"); dir && *dir)
-        candidates.push_back(fs::path(dir) / rel);
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        candidates.push_back(exe.parent_path().parent_path() / "share" / "bitlens" / rel);
-        candidates.push_back(exe.parent_path() / "resources" / rel);
-    }
-    if (const char* src = std::getenv("BITLENS_SOURCE_DIR"); src && *src)
-        candidates.push_back(fs::path(src) / "resources" / rel);
+    if (std::string found = io::findDataFile("hardware/accelerators.json"); !found.empty())
+        return found;
     std::string looked;
-    for (const auto& c : candidates) {
-        if (fs::is_regular_file(c, ec))
-            return c.string();
-        looked += (looked.empty() ? "" : ", ") + c.string();
-    }
+    for (const auto& c : io::dataFileCandidates("hardware/accelerators.json"))
+        looked += (looked.empty() ? "" : ", ") + c;
     return Error::badInput("accelerators.json",
                            "not found (looked in: " + looked + "); give one with --cards FILE");
 }

@@ -16,26 +16,13 @@ using ir::OpKind;
 namespace {
 
 using detail::fail;
+using detail::normAxis;
 using detail::need;
+using detail::optionalNonEmptyInput;
 using detail::shapeText;
 
 /// An optional input; omitted (empty name) and zero-element tensors both count as absent,
 /// because opset 11 Resize passes an empty `scales` when it gives `sizes`.
-at::Tensor optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
-{
-    if (i >= in.size() || !in[i].defined() || in[i].numel() == 0)
-        return {};
-    return in[i];
-}
-
-std::int64_t normAxis(const Node& node, std::int64_t axis, std::int64_t rank)
-{
-    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
-        fail(node, "axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
-}
-
 std::vector<std::int64_t> intsOf(const Node& node, const at::Tensor& t, const char* what)
 {
     if (t.is_floating_point() || t.dim() > 1)
@@ -182,8 +169,8 @@ at::Tensor runResize(const Node& node, const std::vector<at::Tensor>& in)
         a = normAxis(node, a, rank);
     std::vector<float> scales(static_cast<std::size_t>(rank), 1.0f);
     std::vector<std::int64_t> outSizes(x.sizes().begin(), x.sizes().end());
-    const at::Tensor scaleTensor = optionalInput(in, 2);
-    const at::Tensor sizeTensor = optionalInput(in, 3);
+    const at::Tensor scaleTensor = optionalNonEmptyInput(in, 2);
+    const at::Tensor sizeTensor = optionalNonEmptyInput(in, 3);
     if (scaleTensor.defined()) {
         const auto given = floatsOf(scaleTensor);
         if (given.size() != axes.size())
@@ -535,8 +522,8 @@ std::vector<at::Tensor> runCnnOp(const Node& node, const std::vector<at::Tensor>
     switch (node.op) {
     case OpKind::Clip: {
         const at::Tensor& x = need(node, in, 0);
-        const at::Tensor lo = optionalInput(in, 1);
-        const at::Tensor hi = optionalInput(in, 2);
+        const at::Tensor lo = optionalNonEmptyInput(in, 1);
+        const at::Tensor hi = optionalNonEmptyInput(in, 2);
         if (!lo.defined() && !hi.defined())
             return {x.clone()};
         return {at::clamp(x, lo.defined() ? std::optional<at::Tensor>(lo.to(x.scalar_type()))

@@ -32,6 +32,7 @@ bool NodeHook::computeNode(const Node&, const std::vector<at::Tensor>&, std::vec
 namespace {
 
 using detail::fail;
+using detail::normAxis;
 using detail::need;
 using detail::shapeText;
 
@@ -48,14 +49,6 @@ std::string declaredShapeText(const std::vector<std::int64_t>& shape)
     }
     out << ']';
     return out.str();
-}
-
-std::int64_t normAxis(const Node& node, std::int64_t axis, std::int64_t rank)
-{
-    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
-        fail(node, "axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
 }
 
 /// Resolves ONNX pads / auto_pad into per-dimension (begin, end) pairs for `spatial` dims.

@@ -15,21 +15,10 @@ using ir::OpKind;
 namespace {
 
 using detail::fail;
+using detail::normAxis;
 using detail::need;
+using detail::optionalInput;
 using detail::shapeText;
-
-at::Tensor optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
-{
-    return i < in.size() && in[i].defined() ? in[i] : at::Tensor();
-}
-
-std::int64_t normAxis(const Node& node, std::int64_t axis, std::int64_t rank)
-{
-    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
-        fail(node, "axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
-}
 
 /// The one integer a scalar or one-element tensor holds (TopK's K, CumSum's axis, Trilu's k).
 std::int64_t scalarOf(const Node& node, const at::Tensor& t, const char* what)

@@ -1,11 +1,14 @@
 #pragma once
-// Small helpers every op file of the executor uses (executor.cpp, cnn_ops.cpp, quant_ops.cpp,
-// sequence_ops.cpp): one wording for the errors a node raises and for shapes in messages.
+// Small helpers every op file of the executor uses (executor.cpp, cnn_ops.cpp, index_ops.cpp,
+// quant_ops.cpp, sequence_ops.cpp): one wording for the errors a node raises and for shapes in
+// messages, optional inputs and axes read one way (issue #40: they were defined four times).
 
 #include "ir/graph.h"
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,6 +41,37 @@ inline const at::Tensor& need(const ir::Node& node, const std::vector<at::Tensor
     if (i >= in.size() || !in[i].defined())
         fail(node, "input " + std::to_string(i) + " is missing");
     return in[i];
+}
+
+/// Input i of `node` when it is given: an undefined tensor when it is absent (past the end, or
+/// an empty name, which the executor passes as an undefined tensor).
+inline at::Tensor optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
+{
+    return i < in.size() && in[i].defined() ? in[i] : at::Tensor();
+}
+
+/// optionalInput, with a tensor of no elements also taken as absent: Resize's scales / sizes
+/// and Clip's bounds, which exporters fill with an empty placeholder to skip one.
+inline at::Tensor optionalNonEmptyInput(const std::vector<at::Tensor>& in, std::size_t i)
+{
+    const at::Tensor t = optionalInput(in, i);
+    return t.defined() && t.numel() > 0 ? t : at::Tensor();
+}
+
+/// Input i when given, else nullptr (for inputs read in place, a zero point).
+inline const at::Tensor* optionalInputPtr(const std::vector<at::Tensor>& in, std::size_t i)
+{
+    return i < in.size() && in[i].defined() ? &in[i] : nullptr;
+}
+
+/// An ONNX axis of a rank-`rank` value made non-negative; fail() naming the node when it is out
+/// of range (a scalar, rank 0, takes axis 0).
+inline std::int64_t normAxis(const ir::Node& node, std::int64_t axis, std::int64_t rank)
+{
+    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
+        fail(node, "axis " + std::to_string(axis) + " is out of range for rank " +
+                       std::to_string(rank));
+    return axis < 0 ? axis + rank : axis;
 }
 
 } // namespace bitlens::exec::detail

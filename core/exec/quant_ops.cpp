@@ -17,12 +17,8 @@ namespace {
 
 using detail::fail;
 using detail::need;
+using detail::optionalInputPtr;
 using detail::shapeText;
-
-const at::Tensor* optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
-{
-    return i < in.size() && in[i].defined() ? &in[i] : nullptr;
-}
 
 /// The element type a quantized tensor holds, with its integer code range.
 struct CodeType {
@@ -138,7 +134,7 @@ at::Tensor runQuantizeLinear(const Node& node, const std::vector<at::Tensor>& in
 {
     const at::Tensor& x = need(node, in, 0);
     const at::Tensor& scale = need(node, in, 1);
-    const at::Tensor* zp = optionalInput(in, 2);
+    const at::Tensor* zp = optionalInputPtr(in, 2);
     checkScale(node, scale);
     checkZeroPointShape(node, zp, scale);
 
@@ -189,7 +185,7 @@ at::Tensor runDequantizeLinear(const Node& node, const std::vector<at::Tensor>& 
 {
     const at::Tensor& x = need(node, in, 0);
     const at::Tensor& scale = need(node, in, 1);
-    const at::Tensor* zp = optionalInput(in, 2);
+    const at::Tensor* zp = optionalInputPtr(in, 2);
     checkScale(node, scale);
     checkZeroPointShape(node, zp, scale);
     const auto inType = dtypeOfCodes(x);

@@ -18,21 +18,10 @@ using ir::OpKind;
 namespace {
 
 using detail::fail;
+using detail::normAxis;
 using detail::need;
+using detail::optionalInput;
 using detail::shapeText;
-
-at::Tensor optionalInput(const std::vector<at::Tensor>& in, std::size_t i)
-{
-    return i < in.size() ? in[i] : at::Tensor();
-}
-
-std::int64_t normAxis(const Node& node, std::int64_t axis, std::int64_t rank)
-{
-    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
-        fail(node, "axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
-}
 
 /// The values of a small integer tensor (axes, starts, shapes), read on the CPU.
 std::vector<std::int64_t> intsOf(const Node& node, const at::Tensor& t, const char* what)

@@ -87,22 +87,28 @@ std::string pythonPath()
     return {};
 }
 
-std::string findDataFile(const std::string& rel)
+std::vector<std::string> dataFileCandidates(const std::string& rel)
 {
-    std::vector<fs::path> candidates;
+    std::vector<std::string> candidates;
     if (const char* dir = std::getenv("BITLENS_DATA_DIR"); dir && *dir)
-        candidates.push_back(fs::path(dir) / rel);
+        candidates.push_back((fs::path(dir) / rel).string());
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) {
-        candidates.push_back(exe.parent_path().parent_path() / "share" / "bitlens" / rel);
-        candidates.push_back(exe.parent_path() / "resources" / rel);
+        candidates.push_back((exe.parent_path().parent_path() / "share" / "bitlens" / rel).string());
+        candidates.push_back((exe.parent_path() / "resources" / rel).string());
     }
     if (const char* src = std::getenv("BITLENS_SOURCE_DIR"); src && *src)
-        candidates.push_back(fs::path(src) / "resources" / rel);
-    for (const auto& c : candidates)
+        candidates.push_back((fs::path(src) / "resources" / rel).string());
+    return candidates;
+}
+
+std::string findDataFile(const std::string& rel)
+{
+    std::error_code ec;
+    for (const auto& c : dataFileCandidates(rel))
         if (fs::is_regular_file(c, ec))
-            return c.string();
+            return c;
     return {};
 }
 

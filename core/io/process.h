@@ -23,9 +23,12 @@ std::string cacheDir();
 /// it exists, else python3 on PATH; empty when there is none.
 std::string pythonPath();
 
-/// A file BitLens ships under share/bitlens (`rel`, e.g. "consumers/run_consumer.py"): looked
-/// for in $BITLENS_DATA_DIR, <binary>/../share/bitlens (install and build tree),
-/// <binary>/resources and $BITLENS_SOURCE_DIR/resources; empty when none has it.
+/// Where a file BitLens ships under share/bitlens (`rel`, e.g. "consumers/run_consumer.py")
+/// may be, in order: $BITLENS_DATA_DIR, <binary>/../share/bitlens (install and build tree),
+/// <binary>/resources, $BITLENS_SOURCE_DIR/resources.
+std::vector<std::string> dataFileCandidates(const std::string& rel);
+
+/// The first of dataFileCandidates(rel) that is a file; empty when none is.
 std::string findDataFile(const std::string& rel);
 
 } // namespace bitlens::io
