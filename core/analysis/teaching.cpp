@@ -1,6 +1,7 @@
 #include "analysis/teaching.h"
 
 #include "ir/graph.h"
+#include "kernels/nf4_codes.h"
 #include "model/model.h"
 #include "quant/quant_type.h"
 
@@ -18,12 +19,6 @@ namespace bitlens::analysis {
 
 namespace {
 
-/// bitsandbytes' NF4 code book (get_4bit_type("nf4")), the same table core/quant uses.
-constexpr std::array<double, 16> kNf4Codes = {
-    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0};
 /// FP4 E2M1 magnitudes; the largest is 6.
 constexpr std::array<double, 8> kFp4Magnitudes = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
 
@@ -284,8 +279,8 @@ std::vector<double> codePoints(std::string_view weightType, bool symmetric, doub
         return values;
     }
     if (weightType == "nf4") {
-        for (const double code : kNf4Codes)
-            values.push_back(code * absMax);
+        for (const float code : kernels::kNf4Codes)  // the quantizer's own float32 table
+            values.push_back(static_cast<double>(code) * absMax);
         return values;
     }
     if (weightType == "fp4_e2m1" || weightType == "fp4")

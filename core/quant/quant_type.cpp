@@ -1,5 +1,7 @@
 #include "quant/quant_type.h"
 
+#include "kernels/nf4_codes.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -22,26 +24,8 @@ constexpr float kFloatEps = std::numeric_limits<float>::epsilon();
 /// Smallest normal float32: the floor of code-table and FP8 scales, so that 1 / scale is finite.
 constexpr float kFloatMinNormal = std::numeric_limits<float>::min();
 
-/// bitsandbytes' NF4 table, transcribed from bitsandbytes/functional.py (get_4bit_type("nf4"))
-/// and csrc/kernels.cu (dDequantizeNF4); code 7 is exactly 0.
-constexpr std::array<float, 16> kNf4Codes = {
-    -1.0f,
-    -0.6961928009986877f,
-    -0.5250730514526367f,
-    -0.39491748809814453f,
-    -0.28444138169288635f,
-    -0.18477343022823334f,
-    -0.09105003625154495f,
-    0.0f,
-    0.07958029955625534f,
-    0.16093020141124725f,
-    0.24611230194568634f,
-    0.33791524171829224f,
-    0.44070982933044434f,
-    0.5626170039176941f,
-    0.7229568362236023f,
-    1.0f,
-};
+/// bitsandbytes' NF4 table (kernels/nf4_codes.h, shared with the kernels' nf4Table()).
+using kernels::kNf4Codes;
 
 /// The decision thresholds of bitsandbytes' dQuantizeNF4 (csrc/kernels.cu), ascending:
 /// threshold k separates code k from code k + 1, and `x > threshold` takes the upper code, so a

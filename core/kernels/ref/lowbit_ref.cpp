@@ -2,6 +2,7 @@
 // no ISA flags: this file is what every fast kernel is checked against, and the fallback.
 
 #include "kernels/lowbit.h"
+#include "kernels/nf4_codes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,27 +40,11 @@ std::uint8_t nibbleAt(const Nibble4PackedWeight& w, std::int64_t n, std::int64_t
     return shift % 2 == 0 ? byte & 0x0F : byte >> 4;
 }
 
-constexpr float kNf4[16] = {-1.0f,
-                            -0.6961928009986877f,
-                            -0.5250730514526367f,
-                            -0.39491748809814453f,
-                            -0.28444138169288635f,
-                            -0.18477343022823334f,
-                            -0.09105003625154495f,
-                            0.0f,
-                            0.07958029955625534f,
-                            0.16093020141124725f,
-                            0.24611230194568634f,
-                            0.33791524171829224f,
-                            0.44070982933044434f,
-                            0.5626170039176941f,
-                            0.7229568362236023f,
-                            1.0f};
 constexpr float kUint4[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 } // namespace
 
-const float* nf4Table() { return kNf4; }
+const float* nf4Table() { return kNf4Codes.data(); }
 const float* uint4Table() { return kUint4; }
 
 Int8PackedWeight packInt8Weight(const std::int8_t* w, std::int64_t n, std::int64_t k,
