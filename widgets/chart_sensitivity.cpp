@@ -37,6 +37,7 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     m_names.clear();
     m_changes.clear();
     m_metrics.clear();
+    m_worse.clear();
     m_sqnr.clear();
     m_series = nullptr;
     setChartTitle(tr("Sensitivity per layer"));
@@ -48,6 +49,13 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     };
     std::vector<Entry> entries;
     m_byKld = rj::text(sensitivity, "rank") == QLatin1String("kld");
+    QString metricName;
+    std::optional<double> floatMetric;
+    if (const nlohmann::json* metric = rj::object(sensitivity, "metric")) {
+        metricName = rj::text(*metric, "name");
+        floatMetric = rj::number(*metric, "float");
+    }
+    m_info = analysis::metricInfo(metricName.toStdString());
     if (const nlohmann::json* layers = rj::array(sensitivity, "layers"))
         for (const nlohmann::json& layer : *layers) {
             const QString name = rj::text(layer, "layer");
@@ -69,19 +77,32 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     markHasData();
     std::stable_sort(entries.begin(), entries.end(),
                      [](const Entry& a, const Entry& b) { return a.drop > b.drop; });
+    // "drop" is how much worse than float, in the metric's own sign: float - metric when
+    // higher is better, metric - float when lower is. Without a "metric" the layer's value is
+    // rebuilt from it; without the float value it is rebuilt from a layer that has both.
+    if (!floatMetric)
+        for (const Entry& e : entries)
+            if (std::isfinite(e.metric)) {
+                floatMetric = m_info.lowerIsBetter ? e.metric - e.drop : e.metric + e.drop;
+                break;
+            }
+    m_floatMetric = floatMetric.value_or(NAN);
     for (const Entry& e : entries) {
         m_names << e.name;
-        m_changes.push_back(m_byKld ? e.drop : -100.0 * e.drop);
-        m_metrics.push_back(e.metric);
+        double value = e.metric;
+        if (!std::isfinite(value) && floatMetric)
+            value = m_info.lowerIsBetter ? *floatMetric + e.drop : *floatMetric - e.drop;
+        // A change in the metric's own unit: top-1 in points (0.9240 -> 0.9145: -0.95),
+        // perplexity in percent of float (83.5111 -> 83.5722: +0.073).
+        std::optional<double> change;
+        if (!m_byKld && floatMetric && std::isfinite(value))
+            change = analysis::metricChange(m_info, value, *floatMetric);
+        m_changes.push_back(m_byKld ? e.drop : change.value_or(0.0));
+        m_worse.push_back(m_byKld || e.drop > 0.0);
+        m_metrics.push_back(value);
         m_sqnr.push_back(e.sqnr);
     }
 
-    QString metricName;
-    std::optional<double> floatMetric;
-    if (const nlohmann::json* metric = rj::object(sensitivity, "metric")) {
-        metricName = rj::text(*metric, "name");
-        floatMetric = rj::number(*metric, "float");
-    }
     m_metricTitle = rj::metricTitle(metricName);
     QString title = (m_byKld ? tr("Output KL divergence per layer, %1 on one layer at a time")
                              : tr("Sensitivity to %1, one layer quantized at a time"))
@@ -106,8 +127,9 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
         if (m_byKld) {
             *worse << change;
         } else {
-            *worse << (change < 0 ? change : 0.0);
-            *better << (change < 0 ? 0.0 : change);
+            const bool isWorse = m_worse[static_cast<std::size_t>(i)];
+            *worse << (isWorse ? change : 0.0);
+            *better << (isWorse ? 0.0 : change);
         }
         categories << m_names[i];
     }
@@ -125,11 +147,14 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     m_series->attachAxis(axisY);
     const auto [lo, hi] = std::minmax_element(m_changes.begin(), m_changes.end());
     // KL divergences are small (often < 0.01 nats): no floor of 0.1 on their span.
-    const double span = m_byKld ? std::max(1e-9, *hi - std::min(0.0, *lo)) : std::max(0.1, *hi - *lo);
-    QValueAxis* axisX = addValueAxis(
-        m_byKld ? tr("Mean KL divergence of the next-token distribution vs float (nats)")
-                : tr("Change in %1 (points)").arg(m_metricTitle.toLower()),
-        Qt::AlignBottom);
+    // A perplexity change in % is often < 0.1: only points (top-1) get a floor of 0.1.
+    const double span = m_byKld || m_info.change != analysis::ChangeUnit::Points
+                            ? std::max(1e-9, std::max(0.0, *hi) - std::min(0.0, *lo))
+                            : std::max(0.1, *hi - *lo);
+    QValueAxis* axisX = addValueAxis(m_byKld ? tr("Mean KL divergence of the next-token "
+                                                  "distribution vs float (nats)")
+                                             : changeAxisTitle(),
+                                     Qt::AlignBottom);
     setRoundTicks(axisX, std::min(0.0, *lo) - 0.08 * span, std::max(0.0, *hi) + 0.08 * span, 8);
     m_series->attachAxis(axisX);
 
@@ -150,12 +175,11 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
                               .arg(rank + 1)
                               .arg(count)
                               .arg(m_changes[i], 0, 'g', 4)
-                        : tr("<b>%1</b> (rank %2 of %3)<br>%4 change %5 points")
+                        : tr("<b>%1</b> (rank %2 of %3)<br>%4 change %5")
                               .arg(m_names[rank].toHtmlEscaped())
                               .arg(rank + 1)
                               .arg(count)
-                              .arg(m_metricTitle)
-                              .arg(m_changes[i], 0, 'f', 2);
+                              .arg(m_metricTitle, changeText(m_changes[i]));
             if (std::isfinite(m_metrics[i]))
                 text += tr("<br>%1 with only this layer quantized: %2")
                             .arg(m_metricTitle)
@@ -165,6 +189,37 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
             showToolTip(text);
         });
     }
+}
+
+QString SensitivityChart::changeAxisTitle() const
+{
+    // Every change is quantized - float: where lower is better, above 0 is worse.
+    const QString metric = m_metricTitle.toLower();
+    const QString worse = m_info.lowerIsBetter ? tr("above 0 is worse") : tr("below 0 is worse");
+    switch (m_info.change) {
+    case analysis::ChangeUnit::Points:
+        return tr("Change in %1 (points; %2)").arg(metric, worse);
+    case analysis::ChangeUnit::Percent:
+        return std::isfinite(m_floatMetric)
+                   ? tr("Change in %1 (% of float %2; %3)")
+                         .arg(metric)
+                         .arg(m_floatMetric, 0, 'f', 2)
+                         .arg(worse)
+                   : tr("Change in %1 (% of float; %2)").arg(metric, worse);
+    case analysis::ChangeUnit::Same: break;
+    }
+    return tr("Change in %1 (%2)").arg(metric, worse);
+}
+
+QString SensitivityChart::changeText(double change) const
+{
+    switch (m_info.change) {
+    case analysis::ChangeUnit::Points: return tr("%1 points").arg(change, 0, 'f', 2);
+    case analysis::ChangeUnit::Percent:
+        return tr("%1 % of float").arg(QString::number(change, 'f', 3).prepend(change >= 0 ? "+" : ""));
+    case analysis::ChangeUnit::Same: break;
+    }
+    return QString::number(change, 'g', 4);
 }
 
 void SensitivityChart::onBarClicked(int index)

@@ -3,6 +3,8 @@
 
 #include "chart_base.h"
 
+#include "analysis/metric_info.h"
+
 #include <nlohmann/json.hpp>
 
 #include <QStringList>
@@ -16,7 +18,8 @@ QT_END_NAMESPACE
 
 namespace bitlens::widgets {
 
-/// Horizontal bars of -100 * layers[].drop (points) from `bitlens-cli sensitivity --report`.
+/// Horizontal bars of each layer's metric change from `bitlens-cli sensitivity --report`, in
+/// the metric's change unit (analysis::metricInfo): top-1 in points, perplexity in % of float.
 class SensitivityChart : public ChartBase {
     Q_OBJECT
 
@@ -28,8 +31,12 @@ public:
     void setSensitivity(const nlohmann::json& sensitivity);
     /// Layer names ranked, the largest drop first.
     QStringList rankedLayers() const { return m_names; }
-    /// Metric change in points per ranked layer (negative: worse than float).
-    std::vector<double> changesPoints() const { return m_changes; }
+    /// Metric change (quantized - float) per ranked layer in the metric's change unit: points
+    /// for top-1 (negative: worse), % of the float value for perplexity (positive: worse); the
+    /// mean KLD in nats when rankedByKld().
+    std::vector<double> changes() const { return m_changes; }
+    /// The metric the sweep measured (its unit and direction).
+    const analysis::MetricInfo& metric() const { return m_info; }
     /// True when the bars are KL divergences (a sweep with "rank": "kld").
     bool rankedByKld() const { return m_byKld; }
     /// The series (sets: worse, not worse); nullptr without data.
@@ -45,10 +52,17 @@ Q_SIGNALS:
 
 private:
     void build(const nlohmann::json& sensitivity);
+    /// "Change in perplexity (% of float 83.51; above 0 is worse)".
+    QString changeAxisTitle() const;
+    /// "+0.073 % of float", "-0.95 points".
+    QString changeText(double change) const;
 
     QStringList m_names;
     std::vector<double> m_changes;
+    std::vector<bool> m_worse;  ///< per ranked layer: worse than float
     std::vector<double> m_metrics;
+    analysis::MetricInfo m_info;
+    double m_floatMetric = 0.0;
     std::vector<std::optional<double>> m_sqnr;
     QHorizontalStackedBarSeries* m_series = nullptr;
     QString m_metricTitle;

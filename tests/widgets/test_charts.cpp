@@ -35,6 +35,7 @@
 #include <QGraphicsSimpleTextItem>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <sys/stat.h>
@@ -445,10 +446,11 @@ private Q_SLOTS:
         QVERIFY(chart.hasData());
         QCOMPARE(chart.rankedLayers(),
                  (QStringList{"block1.conv", "fc1", "logits", "block2.conv"}));
-        QCOMPARE(chart.changesPoints().front(), -100.0 * 0.009500000000000064);
+        QCOMPARE(chart.changes().front(), -100.0 * 0.009500000000000064);
         QVERIFY(chart.chart()->title().contains("w4-int4"));
         QVERIFY(chart.chart()->title().contains("0.9240"));
-        QVERIFY(anyContains(axisTitles(chart.chart()), "(points)"));
+        QVERIFY(anyContains(axisTitles(chart.chart()),
+                            "Change in top-1 accuracy (points; below 0 is worse)"));
         QCOMPARE(chart.barSeries()->count(), 2);
         QCOMPARE(chart.barSeries()->barSets()[0]->count(), 4);
         // The top row (last category) is block1.conv, a drop: it is in the "worse" set.
@@ -457,6 +459,50 @@ private Q_SLOTS:
         Q_EMIT chart.barSeries()->barSets()[0]->clicked(3);
         QCOMPARE(spy.takeFirst().at(0).toString(), QStringLiteral("block1.conv"));
         screenshot(chart, "sensitivity");
+    }
+
+    void sensitivityChartPlotsPerplexityChangeInPercent()
+    {
+        // kjv-llama's sweep as the CLI wrote it: perplexity, lower is better. A bar is the
+        // change in % of the float perplexity, positive (to the right) when worse, not
+        // -100 x the change in perplexity as if it were a share of samples.
+        const nlohmann::json sweep = loadReport("kjv-llama-sensitivity-w4-int4.json");
+        QVERIFY(sweep.is_object());
+        const double floatPpl = sweep["metric"]["float"].get<double>();
+        SensitivityChart chart;
+        chart.setSensitivity(sweep);
+        QVERIFY(chart.hasData());
+        QVERIFY(chart.metric().lowerIsBetter);
+        const auto& layers = sweep["layers"];
+        const auto n = static_cast<int>(layers.size());
+        QCOMPARE(static_cast<int>(chart.changes().size()), n);
+        QStringList ranked = chart.rankedLayers();
+        int worseCount = 0;
+        for (const auto& layer : layers) {
+            const int rank = ranked.indexOf(QString::fromStdString(layer["layer"]));
+            QVERIFY(rank >= 0);
+            const double expected = 100.0 * (layer["metric"].get<double>() / floatPpl - 1.0);
+            QVERIFY2(std::abs(chart.changes()[static_cast<std::size_t>(rank)] - expected) < 1e-9,
+                     qPrintable(QString::number(expected)));
+            // The bar of that row (category n-1-rank) holds the same value, in the set that
+            // matches the direction: a higher perplexity is worse.
+            const int row = n - 1 - rank;
+            const double worse = chart.barSeries()->barSets()[0]->at(row);
+            const double better = chart.barSeries()->barSets()[1]->at(row);
+            QCOMPARE(worse + better, expected);
+            QCOMPARE(worse != 0.0, expected > 0.0);
+            worseCount += expected > 0.0;
+        }
+        QVERIFY(worseCount > 0);
+        // The worst layer is on top with the largest positive change: +0.073 % of 83.51.
+        QCOMPARE(ranked.front(), QStringLiteral("layer.0.mlp.up_proj"));
+        QVERIFY(chart.changes().front() > 0.07 && chart.changes().front() < 0.08);
+        QVERIFY(anyContains(axisTitles(chart.chart()),
+                            "Change in perplexity (% of float 83.51; above 0 is worse)"));
+        QVERIFY(!anyContains(axisTitles(chart.chart()), "points"));
+        const auto* axis = qobject_cast<QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis && axis->max() >= chart.changes().front() && axis->max() < 0.2);
+        screenshot(chart, "sensitivity-perplexity");
     }
 
     void sensitivityChartRanksLayersByKld()
@@ -478,7 +524,7 @@ private Q_SLOTS:
         QCOMPARE(chart.rankedLayers(), (QStringList{"layer.0.mlp.down_proj", "layer.3.attn.v_proj",
                                                     "layer.5.attn.q_proj"}));
         // The bars are the KLDs themselves, not metric points, in one set (never "better").
-        QCOMPARE(chart.changesPoints().front(), 0.0312);
+        QCOMPARE(chart.changes().front(), 0.0312);
         QCOMPARE(chart.barSeries()->count(), 1);
         QCOMPARE(chart.barSeries()->barSets()[0]->at(2), 0.0312);
         QVERIFY(anyContains(axisTitles(chart.chart()), "KL divergence"));
