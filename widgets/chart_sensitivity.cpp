@@ -1,10 +1,14 @@
 #include "chart_sensitivity.h"
 
 #include "chart_json.h"
+#include "layer_names.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
+#include <QFontMetrics>
+#include <QMouseEvent>
+#include <QWheelEvent>
 #include <QHorizontalStackedBarSeries>
 #include <QValueAxis>
 
@@ -35,6 +39,8 @@ void SensitivityChart::setSensitivity(const nlohmann::json& sensitivity)
 void SensitivityChart::build(const nlohmann::json& sensitivity)
 {
     m_names.clear();
+    m_labels.clear();
+    m_axisY = nullptr;
     m_changes.clear();
     m_metrics.clear();
     m_worse.clear();
@@ -103,6 +109,9 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
         m_sqnr.push_back(e.sqnr);
     }
 
+    // "0.up" for layer.0.mlp.up_proj: a full name is too long for the label column and Qt
+    // drew it as "…"; the full name shows on hover.
+    m_labels = shortLayerLabels(m_names);
     m_metricTitle = rj::metricTitle(metricName);
     QString title = (m_byKld ? tr("Output KL divergence per layer, %1 on one layer at a time")
                              : tr("Sensitivity to %1, one layer quantized at a time"))
@@ -131,7 +140,7 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
             *worse << (isWorse ? change : 0.0);
             *better << (isWorse ? 0.0 : change);
         }
-        categories << m_names[i];
+        categories << m_labels[i];
     }
     m_series = new QHorizontalStackedBarSeries;
     m_series->append(worse);
@@ -143,8 +152,12 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
     auto* axisY = new QBarCategoryAxis;
     axisY->append(categories);
     styleAxis(axisY, tr("Layer (most sensitive on top)"));
+    axisY->setTruncateLabels(false);
     chart()->addAxis(axisY, Qt::AlignLeft);
     m_series->attachAxis(axisY);
+    m_axisY = axisY;
+    m_firstRow = 0;
+    m_visibleRows = static_cast<int>(m_names.size());
     const auto [lo, hi] = std::minmax_element(m_changes.begin(), m_changes.end());
     // KL divergences are small (often < 0.01 nats): no floor of 0.1 on their span.
     // A perplexity change in % is often < 0.1: only points (top-1) get a floor of 0.1.
@@ -157,6 +170,7 @@ void SensitivityChart::build(const nlohmann::json& sensitivity)
                                      Qt::AlignBottom);
     setRoundTicks(axisX, std::min(0.0, *lo) - 0.08 * span, std::max(0.0, *hi) + 0.08 * span, 8);
     m_series->attachAxis(axisX);
+    updateRowWindow();
 
     const int count = static_cast<int>(m_names.size());
     for (QBarSet* set : m_series->barSets()) {
@@ -220,6 +234,94 @@ QString SensitivityChart::changeText(double change) const
     case analysis::ChangeUnit::Same: break;
     }
     return QString::number(change, 'g', 4);
+}
+
+int SensitivityChart::rowPixels() const
+{
+    // A 9 pt label's line plus a little air: rows closer than that overlap and Qt drops
+    // every other label.
+    return m_axisY ? QFontMetrics(m_axisY->labelsFont()).height() + 2 : 16;
+}
+
+void SensitivityChart::updateRowWindow()
+{
+    if (!m_axisY || m_names.isEmpty() || m_inRowWindow)
+        return;
+    m_inRowWindow = true;
+    const int n = static_cast<int>(m_names.size());
+    double plotHeight = chart()->plotArea().height();
+    if (plotHeight < 50)
+        plotHeight = std::max(100.0, height() - 160.0);
+    const int fit = std::max(1, static_cast<int>(plotHeight / rowPixels()));
+    m_visibleRows = std::min(n, fit);
+    m_firstRow = std::clamp(m_firstRow, 0, n - m_visibleRows);
+    // Categories run bottom-up in reverse rank: rank r is category n - 1 - r.
+    const QStringList categories = m_axisY->categories();
+    const QString top = categories[n - 1 - m_firstRow];
+    const QString bottom = categories[n - m_firstRow - m_visibleRows];
+    if (m_axisY->min() != bottom || m_axisY->max() != top)
+        m_axisY->setRange(bottom, top);
+    QString title = tr("Layer (most sensitive on top)");
+    if (m_visibleRows < n)
+        title = tr("Layer, ranks %1 to %2 of %3 (wheel scrolls)")
+                    .arg(m_firstRow + 1)
+                    .arg(m_firstRow + m_visibleRows)
+                    .arg(n);
+    if (m_axisY->titleText() != title)
+        m_axisY->setTitleText(title);
+    m_inRowWindow = false;
+}
+
+void SensitivityChart::scrollToRow(int first)
+{
+    m_firstRow = first;
+    updateRowWindow();
+}
+
+QString SensitivityChart::layerForLabel(const QString& label) const
+{
+    const qsizetype i = m_labels.indexOf(label);
+    return i >= 0 ? m_names[i] : QString();
+}
+
+int SensitivityChart::rowAt(const QPoint& pos) const
+{
+    const QRectF plot = chart()->plotArea();
+    const QPointF scenePos = mapToScene(pos);
+    if (m_visibleRows <= 0 || scenePos.y() < plot.top() || scenePos.y() >= plot.bottom())
+        return -1;
+    const int row = static_cast<int>((scenePos.y() - plot.top()) / plot.height() * m_visibleRows);
+    const int rank = m_firstRow + row;
+    return rank < m_names.size() ? rank : -1;
+}
+
+void SensitivityChart::layoutOverlays() { updateRowWindow(); }
+
+void SensitivityChart::wheelEvent(QWheelEvent* event)
+{
+    const int n = static_cast<int>(m_names.size());
+    if (!m_axisY || m_visibleRows >= n || event->angleDelta().y() == 0) {
+        ChartBase::wheelEvent(event);
+        return;
+    }
+    const int steps = event->angleDelta().y() / 120 != 0 ? event->angleDelta().y() / 120
+                                                          : (event->angleDelta().y() > 0 ? 1 : -1);
+    scrollToRow(m_firstRow - steps * std::max(1, m_visibleRows / 5));
+    event->accept();
+}
+
+void SensitivityChart::mouseMoveEvent(QMouseEvent* event)
+{
+    ChartBase::mouseMoveEvent(event);
+    // Over the label column (left of the plot), the row's full name: the bars have their own.
+    if (mapToScene(event->position().toPoint()).x() >= chart()->plotArea().left())
+        return;
+    const int rank = rowAt(event->position().toPoint());
+    if (rank >= 0)
+        showToolTip(tr("<b>%1</b> (rank %2 of %3)")
+                        .arg(m_names[rank].toHtmlEscaped())
+                        .arg(rank + 1)
+                        .arg(m_names.size()));
 }
 
 void SensitivityChart::onBarClicked(int index)

@@ -33,6 +33,8 @@
 #include <QValueAxis>
 
 #include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QSet>
 
 #include <algorithm>
 #include <cmath>
@@ -503,6 +505,115 @@ private Q_SLOTS:
         const auto* axis = qobject_cast<QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
         QVERIFY(axis && axis->max() >= chart.changes().front() && axis->max() < 0.2);
         screenshot(chart, "sensitivity-perplexity");
+    }
+
+    void sensitivityLabelsAreShortAndWhole_data()
+    {
+        QTest::addColumn<int>("blocks");
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        // kjv-llama (4 blocks, 28 layers) and a smollm2-135m-shaped sweep (30 blocks, 210
+        // layers) in the Sensitivity tab of the default 1280x800 window, and a smaller chart.
+        QTest::newRow("kjv-llama 1280x800") << 4 << 1240 << 640;
+        QTest::newRow("smollm2 1280x800") << 30 << 1240 << 640;
+        QTest::newRow("smollm2 900x500") << 30 << 900 << 500;
+    }
+
+    void sensitivityLabelsAreShortAndWhole()
+    {
+        QFETCH(int, blocks);
+        QFETCH(int, width);
+        QFETCH(int, height);
+        nlohmann::json sweep = loadReport("kjv-llama-sensitivity-w4-int4.json");
+        QVERIFY(sweep.is_object());
+        if (blocks != 4) {
+            // The same keys, smollm2's names: model.layers.N.self_attn.q_proj ... mlp.down_proj.
+            sweep["layers"] = nlohmann::json::array();
+            const char* parts[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                   "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                   "mlp.down_proj"};
+            int k = 0;
+            for (int b = 0; b < blocks; ++b)
+                for (const char* part : parts) {
+                    const double drop = 0.001 * ((k * 37) % 101 - 30);
+                    sweep["layers"].push_back(
+                        {{"layer", "model.layers." + std::to_string(b) + "." + part},
+                         {"metric", 16.87 + drop}, {"drop", drop}, {"sqnr_db", 20.0}});
+                    ++k;
+                }
+            sweep["metric"] = {{"name", "perplexity"}, {"float", 16.87}};
+        }
+        SensitivityChart chart;
+        chart.resize(width, height);
+        chart.setSensitivity(sweep);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        QTest::qWait(50);
+        const QStringList names = chart.rankedLayers();
+        const QStringList labels = chart.rowLabels();
+        QCOMPARE(labels.size(), names.size());
+        QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
+        for (qsizetype i = 0; i < labels.size(); ++i) {
+            QVERIFY2(!labels[i].contains(QChar(0x2026)), qPrintable(labels[i]));
+            QVERIFY2(labels[i].size() <= 8, qPrintable(labels[i]));
+            QCOMPARE(chart.layerForLabel(labels[i]), names[i]);
+        }
+        // block.projection: layer.0.mlp.up_proj is "0.up".
+        if (blocks == 4)
+            QCOMPARE(chart.layerForLabel(QStringLiteral("0.up")),
+                     QStringLiteral("layer.0.mlp.up_proj"));
+        else
+            QCOMPARE(chart.layerForLabel(QStringLiteral("29.down")),
+                     QStringLiteral("model.layers.29.mlp.down_proj"));
+
+        // As drawn: every shown row has its label, whole, left of the plot and inside the
+        // view, and no two labels overlap.
+        const QRectF plot = chart.chart()->plotArea();
+        const QSet<QString> labelSet(labels.begin(), labels.end());
+        std::vector<QRectF> drawn;
+        for (QGraphicsItem* item : chart.scene()->items()) {
+            auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+            if (!text || !text->isVisible())
+                continue;
+            const QString shown = text->toPlainText();
+            QVERIFY2(!shown.contains(QChar(0x2026)), qPrintable(shown));
+            if (!labelSet.contains(shown))
+                continue;
+            const QRectF rect = text->sceneBoundingRect();
+            QVERIFY2(rect.left() >= 0 && rect.right() <= plot.left() + 1,
+                     qPrintable(QStringLiteral("%1 at %2..%3, plot from %4")
+                                    .arg(shown)
+                                    .arg(rect.left())
+                                    .arg(rect.right())
+                                    .arg(plot.left())));
+            drawn.push_back(rect.adjusted(0, 3, 0, -3));  // Qt's text items carry a margin
+        }
+        QCOMPARE(static_cast<int>(drawn.size()), chart.visibleRowCount());
+        for (std::size_t i = 0; i < drawn.size(); ++i)
+            for (std::size_t j = i + 1; j < drawn.size(); ++j)
+                QVERIFY(!drawn[i].intersects(drawn[j]));
+        if (blocks == 4) {
+            QCOMPARE(chart.visibleRowCount(), static_cast<int>(names.size()));
+        } else {
+            // 210 rows do not fit: the most sensitive on top, the wheel scrolls.
+            QVERIFY(chart.visibleRowCount() >= 15 && chart.visibleRowCount() < 210);
+            QCOMPARE(chart.firstVisibleRow(), 0);
+            QVERIFY(anyContains(axisTitles(chart.chart()),
+                                QStringLiteral("ranks 1 to %1 of 210").arg(chart.visibleRowCount())));
+            chart.scrollToRow(500);
+            QCOMPARE(chart.firstVisibleRow(), 210 - chart.visibleRowCount());
+            chart.scrollToRow(0);
+        }
+        // The full name on hover over a label: the top row's.
+        const QPointF topLabel(plot.left() - 12, plot.top() + 0.5 * plot.height() /
+                                                                chart.visibleRowCount());
+        const QPoint at = chart.mapFromScene(topLabel);
+        QCOMPARE(chart.rowAt(at), 0);
+        QTest::mouseMove(chart.viewport(), QPoint(2, 2));  // a move, wherever the last one was
+        QTest::mouseMove(chart.viewport(), at);
+        QTRY_VERIFY2(chart.lastToolTip().contains(names.front()), qPrintable(chart.lastToolTip()));
+        if (blocks == 30)
+            screenshot(chart, "sensitivity-smollm2-shape");
     }
 
     void sensitivityChartRanksLayersByKld()
