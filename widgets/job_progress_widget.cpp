@@ -2,6 +2,8 @@
 
 #include "job_runner.h"
 
+#include "jobs/step_clock.h"
+
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
@@ -54,20 +56,16 @@ namespace {
 
 QString clockText(qint64 ms)
 {
-    const qint64 s = ms / 1000;
-    return s >= 3600 ? QStringLiteral("%1:%2:%3")
-                           .arg(s / 3600)
-                           .arg((s / 60) % 60, 2, 10, QLatin1Char('0'))
-                           .arg(s % 60, 2, 10, QLatin1Char('0'))
-                     : QStringLiteral("%1:%2").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+    return QString::fromStdString(bitlens::clockText(static_cast<double>(ms) / 1000.0));
 }
 
 } // namespace
 
-QString JobProgressWidget::timeText(qint64 elapsedMs, double fraction)
+QString JobProgressWidget::timeText(qint64 elapsedMs, double fraction, const QString& stage)
 {
     const QString elapsed = tr("%1 elapsed").arg(clockText(elapsedMs));
-    if (elapsedMs < 2000 || fraction < 0.02 || fraction >= 1.0)
+    if (elapsedMs < 2000 || fraction < 0.02 || fraction >= 1.0 ||
+        bitlens::stageHasTimeLeft(stage.toStdString()))
         return elapsed;
     const auto left = static_cast<qint64>(static_cast<double>(elapsedMs) * (1.0 - fraction) /
                                           fraction);
@@ -103,7 +101,7 @@ void JobProgressWidget::updateLabel()
         return;
     const QString title = m_shown->currentTitle();
     const QString what = m_stage.isEmpty() ? title : tr("%1: %2").arg(title, m_stage);
-    m_label->setText(tr("%1 · %2").arg(what, timeText(m_clock.elapsed(), m_fraction)));
+    m_label->setText(tr("%1 · %2").arg(what, timeText(m_clock.elapsed(), m_fraction, m_stage)));
     m_label->setToolTip(m_label->text());
 }
 

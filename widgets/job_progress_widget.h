@@ -31,8 +31,9 @@ public:
     /// about 0:30 left").
     QString text() const;
     /// "0:12 elapsed, about 0:30 left" for a job at `fraction` after `elapsedMs`; the estimate
-    /// is left out until 2 s and 2 % have passed.
-    static QString timeText(qint64 elapsedMs, double fraction);
+    /// is left out until 2 s and 2 % have passed, and when the `stage` text gives its own
+    /// (a sweep's "layer 3 of 211 (...), about 1:47:49 left", bitlens::stageHasTimeLeft).
+    static QString timeText(qint64 elapsedMs, double fraction, const QString& stage = {});
     /// The progress bar (range 0..1000; busy indicator until the first report).
     QProgressBar* progressBar() const { return m_bar; }
     /// The Cancel button.

@@ -3,9 +3,11 @@
 
 #include "cli.h"
 
+#include "analysis/metric_info.h"
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -44,10 +46,25 @@ int cmdSensitivity(const Args& args)
             std::printf("%-20s %10.5g %+11.4g %11.4g %9s\n", row.layer.c_str(), row.metric,
                         row.drop, row.kld.value_or(NAN), dbText(row.sqnrDb).c_str());
     } else {
-        std::printf("%-20s %8s %14s %9s\n", "layer", "metric", "change (points)", "SQNR dB");
+        // The change in the metric's own unit, quantized - float: top-1 in points, perplexity
+        // in % of float (83.5111 -> 83.5722: +0.073 %, not -6.11 "points").
+        const analysis::MetricInfo info = analysis::metricInfo(floatMetric.name);
+        const char* unit = info.change == analysis::ChangeUnit::Points    ? "change (points)"
+                           : info.change == analysis::ChangeUnit::Percent ? "change (%)"
+                                                                          : "change";
+        int width = 20;
         for (const auto& row : *sweep->rows)
-            std::printf("%-20s %8.4f %+14.2f %9s\n", row.layer.c_str(), row.metric,
-                        -100.0 * row.drop, dbText(row.sqnrDb).c_str());
+            width = std::max(width, static_cast<int>(row.layer.size()));
+        std::printf("%-*s %8s %16s %9s\n", width, "layer", "metric", unit, "SQNR dB");
+        for (const auto& row : *sweep->rows) {
+            const double change =
+                analysis::metricChange(info, row.metric, floatMetric.value).value_or(NAN);
+            std::printf("%-*s %8.4f %+16.*f %9s\n", width, row.layer.c_str(), row.metric,
+                        info.change == analysis::ChangeUnit::Percent ? 3 : 2, change,
+                        dbText(row.sqnrDb).c_str());
+        }
+        std::printf("\n(quantized - float; %s is worse)\n",
+                    info.lowerIsBetter ? "above 0" : "below 0");
     }
     if (args.has("--report"))
         if (auto r = workspace::writeJsonFile(args.get("--report"), sweep->report); !r)

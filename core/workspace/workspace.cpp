@@ -425,6 +425,9 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
             return prepared.error();
         const c10::Device device = detail::deviceOf(ws);
         if (!state.floatMetric) {
+            // The sweep's time left comes from its measured layers (StepClock); until then no
+            // view should extrapolate from the fraction reached so far.
+            progress.report(0.2, "measuring the float model; time left after the first layer");
             auto metric = analysis::evaluateMetric(graph, *data.eval, device, 256, nullptr, {},
                                                    Progress::none(), cancel);
             if (!metric)

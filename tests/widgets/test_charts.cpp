@@ -33,8 +33,11 @@
 #include <QValueAxis>
 
 #include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QSet>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <sys/stat.h>
@@ -445,10 +448,11 @@ private Q_SLOTS:
         QVERIFY(chart.hasData());
         QCOMPARE(chart.rankedLayers(),
                  (QStringList{"block1.conv", "fc1", "logits", "block2.conv"}));
-        QCOMPARE(chart.changesPoints().front(), -100.0 * 0.009500000000000064);
+        QCOMPARE(chart.changes().front(), -100.0 * 0.009500000000000064);
         QVERIFY(chart.chart()->title().contains("w4-int4"));
         QVERIFY(chart.chart()->title().contains("0.9240"));
-        QVERIFY(anyContains(axisTitles(chart.chart()), "(points)"));
+        QVERIFY(anyContains(axisTitles(chart.chart()),
+                            "Change in top-1 accuracy (points; below 0 is worse)"));
         QCOMPARE(chart.barSeries()->count(), 2);
         QCOMPARE(chart.barSeries()->barSets()[0]->count(), 4);
         // The top row (last category) is block1.conv, a drop: it is in the "worse" set.
@@ -457,6 +461,160 @@ private Q_SLOTS:
         Q_EMIT chart.barSeries()->barSets()[0]->clicked(3);
         QCOMPARE(spy.takeFirst().at(0).toString(), QStringLiteral("block1.conv"));
         screenshot(chart, "sensitivity");
+    }
+
+    void sensitivityChartPlotsPerplexityChangeInPercent()
+    {
+        // kjv-llama's sweep as the CLI wrote it: perplexity, lower is better. A bar is the
+        // change in % of the float perplexity, positive (to the right) when worse, not
+        // -100 x the change in perplexity as if it were a share of samples.
+        const nlohmann::json sweep = loadReport("kjv-llama-sensitivity-w4-int4.json");
+        QVERIFY(sweep.is_object());
+        const double floatPpl = sweep["metric"]["float"].get<double>();
+        SensitivityChart chart;
+        chart.setSensitivity(sweep);
+        QVERIFY(chart.hasData());
+        QVERIFY(chart.metric().lowerIsBetter);
+        const auto& layers = sweep["layers"];
+        const auto n = static_cast<int>(layers.size());
+        QCOMPARE(static_cast<int>(chart.changes().size()), n);
+        QStringList ranked = chart.rankedLayers();
+        int worseCount = 0;
+        for (const auto& layer : layers) {
+            const int rank = ranked.indexOf(QString::fromStdString(layer["layer"]));
+            QVERIFY(rank >= 0);
+            const double expected = 100.0 * (layer["metric"].get<double>() / floatPpl - 1.0);
+            QVERIFY2(std::abs(chart.changes()[static_cast<std::size_t>(rank)] - expected) < 1e-9,
+                     qPrintable(QString::number(expected)));
+            // The bar of that row (category n-1-rank) holds the same value, in the set that
+            // matches the direction: a higher perplexity is worse.
+            const int row = n - 1 - rank;
+            const double worse = chart.barSeries()->barSets()[0]->at(row);
+            const double better = chart.barSeries()->barSets()[1]->at(row);
+            QCOMPARE(worse + better, expected);
+            QCOMPARE(worse != 0.0, expected > 0.0);
+            worseCount += expected > 0.0;
+        }
+        QVERIFY(worseCount > 0);
+        // The worst layer is on top with the largest positive change: +0.073 % of 83.51.
+        QCOMPARE(ranked.front(), QStringLiteral("layer.0.mlp.up_proj"));
+        QVERIFY(chart.changes().front() > 0.07 && chart.changes().front() < 0.08);
+        QVERIFY(anyContains(axisTitles(chart.chart()),
+                            "Change in perplexity (% of float 83.51; above 0 is worse)"));
+        QVERIFY(!anyContains(axisTitles(chart.chart()), "points"));
+        const auto* axis = qobject_cast<QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis && axis->max() >= chart.changes().front() && axis->max() < 0.2);
+        screenshot(chart, "sensitivity-perplexity");
+    }
+
+    void sensitivityLabelsAreShortAndWhole_data()
+    {
+        QTest::addColumn<int>("blocks");
+        QTest::addColumn<int>("width");
+        QTest::addColumn<int>("height");
+        // kjv-llama (4 blocks, 28 layers) and a smollm2-135m-shaped sweep (30 blocks, 210
+        // layers) at the chart's size in the Sensitivity tab of the default 1280x800 window
+        // (830x465, measured with `bitlens --size 1280x800 --screenshot`) and of 1600x1000.
+        QTest::newRow("kjv-llama 1280x800") << 4 << 830 << 465;
+        QTest::newRow("smollm2 1280x800") << 30 << 830 << 465;
+        QTest::newRow("smollm2 1600x1000") << 30 << 1150 << 665;
+    }
+
+    void sensitivityLabelsAreShortAndWhole()
+    {
+        QFETCH(int, blocks);
+        QFETCH(int, width);
+        QFETCH(int, height);
+        nlohmann::json sweep = loadReport("kjv-llama-sensitivity-w4-int4.json");
+        QVERIFY(sweep.is_object());
+        if (blocks != 4) {
+            // The same keys, smollm2's names: model.layers.N.self_attn.q_proj ... mlp.down_proj.
+            sweep["layers"] = nlohmann::json::array();
+            const char* parts[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                   "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                   "mlp.down_proj"};
+            int k = 0;
+            for (int b = 0; b < blocks; ++b)
+                for (const char* part : parts) {
+                    const double drop = 0.001 * ((k * 37) % 101 - 30);
+                    sweep["layers"].push_back(
+                        {{"layer", "model.layers." + std::to_string(b) + "." + part},
+                         {"metric", 16.87 + drop}, {"drop", drop}, {"sqnr_db", 20.0}});
+                    ++k;
+                }
+            sweep["metric"] = {{"name", "perplexity"}, {"float", 16.87}};
+        }
+        SensitivityChart chart;
+        chart.resize(width, height);
+        chart.setSensitivity(sweep);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        QTest::qWait(50);
+        const QStringList names = chart.rankedLayers();
+        const QStringList labels = chart.rowLabels();
+        QCOMPARE(labels.size(), names.size());
+        QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
+        for (qsizetype i = 0; i < labels.size(); ++i) {
+            QVERIFY2(!labels[i].contains(QChar(0x2026)), qPrintable(labels[i]));
+            QVERIFY2(labels[i].size() <= 8, qPrintable(labels[i]));
+            QCOMPARE(chart.layerForLabel(labels[i]), names[i]);
+        }
+        // block.projection: layer.0.mlp.up_proj is "0.up".
+        if (blocks == 4)
+            QCOMPARE(chart.layerForLabel(QStringLiteral("0.up")),
+                     QStringLiteral("layer.0.mlp.up_proj"));
+        else
+            QCOMPARE(chart.layerForLabel(QStringLiteral("29.down")),
+                     QStringLiteral("model.layers.29.mlp.down_proj"));
+
+        // As drawn: every shown row has its label, whole, left of the plot and inside the
+        // view, and no two labels overlap.
+        const QRectF plot = chart.chart()->plotArea();
+        const QSet<QString> labelSet(labels.begin(), labels.end());
+        std::vector<QRectF> drawn;
+        for (QGraphicsItem* item : chart.scene()->items()) {
+            auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+            if (!text || !text->isVisible())
+                continue;
+            const QString shown = text->toPlainText();
+            QVERIFY2(!shown.contains(QChar(0x2026)), qPrintable(shown));
+            if (!labelSet.contains(shown))
+                continue;
+            const QRectF rect = text->sceneBoundingRect();
+            QVERIFY2(rect.left() >= 0 && rect.right() <= plot.left() + 1,
+                     qPrintable(QStringLiteral("%1 at %2..%3, plot from %4")
+                                    .arg(shown)
+                                    .arg(rect.left())
+                                    .arg(rect.right())
+                                    .arg(plot.left())));
+            drawn.push_back(rect.adjusted(0, 3, 0, -3));  // Qt's text items carry a margin
+        }
+        QCOMPARE(static_cast<int>(drawn.size()), chart.visibleRowCount());
+        for (std::size_t i = 0; i < drawn.size(); ++i)
+            for (std::size_t j = i + 1; j < drawn.size(); ++j)
+                QVERIFY(!drawn[i].intersects(drawn[j]));
+        // Rows that do not fit: the most sensitive on top, the wheel scrolls, the axis says so.
+        const int n = static_cast<int>(names.size());
+        QVERIFY(chart.visibleRowCount() >= std::min(n, 20));
+        QCOMPARE(chart.firstVisibleRow(), 0);
+        if (chart.visibleRowCount() < n) {
+            QVERIFY(anyContains(axisTitles(chart.chart()), QStringLiteral("ranks 1 to %1 of %2")
+                                                               .arg(chart.visibleRowCount())
+                                                               .arg(n)));
+            chart.scrollToRow(500);
+            QCOMPARE(chart.firstVisibleRow(), n - chart.visibleRowCount());
+            chart.scrollToRow(0);
+        }
+        // The full name on hover over a label: the top row's.
+        const QPointF topLabel(plot.left() - 12, plot.top() + 0.5 * plot.height() /
+                                                                chart.visibleRowCount());
+        const QPoint at = chart.mapFromScene(topLabel);
+        QCOMPARE(chart.rowAt(at), 0);
+        QTest::mouseMove(chart.viewport(), QPoint(2, 2));  // a move, wherever the last one was
+        QTest::mouseMove(chart.viewport(), at);
+        QTRY_VERIFY2(chart.lastToolTip().contains(names.front()), qPrintable(chart.lastToolTip()));
+        if (blocks == 30)
+            screenshot(chart, "sensitivity-smollm2-shape");
     }
 
     void sensitivityChartRanksLayersByKld()
@@ -478,7 +636,7 @@ private Q_SLOTS:
         QCOMPARE(chart.rankedLayers(), (QStringList{"layer.0.mlp.down_proj", "layer.3.attn.v_proj",
                                                     "layer.5.attn.q_proj"}));
         // The bars are the KLDs themselves, not metric points, in one set (never "better").
-        QCOMPARE(chart.changesPoints().front(), 0.0312);
+        QCOMPARE(chart.changes().front(), 0.0312);
         QCOMPARE(chart.barSeries()->count(), 1);
         QCOMPARE(chart.barSeries()->barSets()[0]->at(2), 0.0312);
         QVERIFY(anyContains(axisTitles(chart.chart()), "KL divergence"));

@@ -23,6 +23,9 @@
 #include "report_view.h"
 #include "side_panels.h"
 #include "window_fixtures.h"
+#include "chart_sensitivity.h"
+
+#include "jobs/step_clock.h"
 
 #include <QChart>
 #include <QValueAxis>
@@ -32,6 +35,7 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -57,6 +61,8 @@ private Q_SLOTS:
     void init();
     void evaluationSizeFollowsTheModel();
     void timeLeftEstimate();
+    void sweepTimeLeftFromLayerTimes();
+    void sensitivityProgressCountsLayers();
     void progressShowsElapsedWhileRunning();
     void summarySaysRunning();
     void layerRowsBeforeTheMetric();
@@ -166,6 +172,79 @@ void TestRunFeedback::timeLeftEstimate()
     QCOMPARE(JobProgressWidget::timeText(3723000, 0.5),
              QStringLiteral("1:02:03 elapsed, about 1:02:03 left"));
     QCOMPARE(JobProgressWidget::timeText(65000, 1.0), QStringLiteral("1:05 elapsed"));
+}
+
+void TestRunFeedback::sweepTimeLeftFromLayerTimes()
+{
+    // A sensitivity sweep's time left is the mean of its finished layers x the layers to go,
+    // less the time already spent on the running one.
+    QVERIFY(!bitlens::stepsSecondsLeft({}, 211).has_value());  // nothing measured yet
+    QCOMPARE(*bitlens::stepsSecondsLeft({30.0, 32.0}, 211), 31.0 * 209);
+    QCOMPARE(*bitlens::stepsSecondsLeft({30.0, 32.0}, 211, 10.0), 31.0 * 209 - 10.0);
+    QCOMPARE(*bitlens::stepsSecondsLeft({20.0, 40.0, 30.0}, 10), 30.0 * 7);
+    QCOMPARE(*bitlens::stepsSecondsLeft({10.0}, 2, 15.0), 0.0);  // the running one overran
+    QCOMPARE(*bitlens::stepsSecondsLeft({10.0, 10.0}, 2), 0.0);
+    QCOMPARE(bitlens::clockText(31.0 * 209 - 10.0), std::string("1:47:49"));
+    QCOMPARE(bitlens::clockText(42.9), std::string("0:42"));
+
+    bitlens::StepClock clock(211);
+    QCOMPARE(clock.stage("layer", "layer.0.attn.q_proj"),
+             std::string("layer 1 of 211 (layer.0.attn.q_proj), time left after the first layer"));
+    clock.finishStep(30.0);
+    clock.finishStep(32.0);
+    QCOMPARE(clock.done(), std::size_t(2));
+    const std::string stage = clock.stage("layer", "layer.0.attn.v_proj");
+    // 31 x 209 = 6479 s, less the few microseconds since the second layer finished.
+    QVERIFY2(stage.rfind("layer 3 of 211 (layer.0.attn.v_proj), about 1:47:5", 0) == 0,
+             stage.c_str());
+    QVERIFY(bitlens::stageHasTimeLeft(stage));
+
+    // The issue's case: 2 of 211 layers after 1:30 (most of it the float model's metric) put
+    // the whole job at 20.8 %; extrapolated from that fraction it read "about 5:43 left".
+    const double fraction = 0.2 + 0.8 * 2.0 / 211.0;
+    QCOMPARE(JobProgressWidget::timeText(90000, fraction),
+             QStringLiteral("1:30 elapsed, about 5:43 left"));
+    // With the sweep's own estimate in the stage, the bar shows only the elapsed time.
+    QCOMPARE(JobProgressWidget::timeText(90000, fraction,
+                                         QStringLiteral("Sensitivity of w4-int4: sensitivity: ") +
+                                             QString::fromStdString(stage)),
+             QStringLiteral("1:30 elapsed"));
+}
+
+void TestRunFeedback::sensitivityProgressCountsLayers()
+{
+    auto window = openWindow();
+    QVERIFY(window);
+    auto* bar = window->findChild<JobProgressWidget*>(QStringLiteral("jobProgress"));
+    QVERIFY(bar);
+    QStringList stages, shown;
+    connect(window->quantJobs(), &bitlens::widgets::JobRunner::progressed, this,
+            [&](quint64, double, const QString& stage) {
+                stages << stage;
+                shown << bar->text();
+            });
+    QSignalSpy done(window.get(), &MainWindow::sensitivityShown);
+    window->runSensitivity();
+    QVERIFY(done.wait(120000));
+    const int layers = static_cast<int>(window->reportView()->sensitivityChart()->rankedLayers().size());
+    QVERIFY(layers >= 2);
+    const QRegularExpression count(QStringLiteral("^sensitivity: layer (\\d+) of (\\d+) \\("));
+    QSet<int> seen;
+    bool estimated = false;
+    for (qsizetype i = 0; i < stages.size(); ++i) {
+        const QRegularExpressionMatch m = count.match(stages[i]);
+        if (!m.hasMatch())
+            continue;
+        QCOMPARE(m.captured(2).toInt(), layers);  // N counts the quantized layers only
+        seen.insert(m.captured(1).toInt());
+        estimated = estimated || stages[i].contains(QStringLiteral(", about "));
+        // One estimate on screen, the sweep's: none of the bar's own from the job's fraction.
+        QVERIFY2(shown[i].count(QStringLiteral(" left")) == 1, qPrintable(shown[i]));
+        QVERIFY2(shown[i].contains(QStringLiteral("layer %1 of %2").arg(m.captured(1), m.captured(2))),
+                 qPrintable(shown[i]));
+    }
+    QVERIFY2(seen.contains(1) && seen.contains(layers), qPrintable(stages.join(QLatin1Char('\n'))));
+    QVERIFY(estimated);
 }
 
 void TestRunFeedback::progressShowsElapsedWhileRunning()
