@@ -1,6 +1,7 @@
 #include "export/gguf_export.h"
 
 #include "exec/executor.h"
+#include "export/consumer.h"
 #include "export/verify_runs.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
@@ -16,7 +17,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <limits>
 #include <map>
 #include <optional>
@@ -526,11 +526,20 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             !r)
             return r.error();
         const std::int64_t n = result.samples;
+        // The consumer: llama.cpp runs the file on the first windows where llama-cpp-python is
+        // installed (exporting::checkWithConsumer).
+        auto consumer = checkWithConsumer(ExportFormat::Gguf, path, file, appExec, data,
+                                          detail::verifyBatch(model.graph, data, options),
+                                          cancel);
+        if (!consumer)
+            return consumer.error();
+        result.consumer = std::move(*consumer);
         result.sameRoundingTolerance =
             options.device.is_cpu() && !ropeRounded ? 0.0
                                                     : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
-                    result.maxAbsDiff <= result.sameRoundingTolerance;
+                    result.maxAbsDiff <= result.sameRoundingTolerance &&
+                    (!result.consumer || result.consumer->ok);
         result.message =
             "gguf file vs in-app model on " + std::to_string(n) + " samples: " +
             std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
@@ -544,7 +553,7 @@ Result<VerifyResult> verifyGguf(const std::string& path, const quant::QuantizedM
             (ropeRounded ? "; the rotary frequencies, stored as rope_freqs.weight factors, "
                            "read back within float32 rounding"
                          : "") +
-            detail::figuresText(result);
+            detail::figuresText(result) + consumerText(result.consumer);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),
