@@ -10,6 +10,7 @@
 #include "chart_sensitivity.h"
 #include "chart_throughput.h"
 #include "chart_sqnr.h"
+#include "report_fixtures.h"
 
 #include <nlohmann/json.hpp>
 
@@ -46,13 +47,7 @@ using namespace bitlens::widgets;
 
 namespace {
 
-nlohmann::json loadReport(const char* name)
-{
-    std::ifstream in(std::string(BITLENS_TEST_DATA "/reports/") + name);
-    if (!in)
-        return nlohmann::json();
-    return nlohmann::json::parse(in);
-}
+using bitlens::testing::loadReport;
 
 QStringList axisTitles(QChart* chart)
 {

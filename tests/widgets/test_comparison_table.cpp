@@ -1,6 +1,7 @@
 // ComparisonTableModel over the compare file bitlens-cli wrote (tests/data/reports).
 
 #include "comparison_table_model.h"
+#include "report_fixtures.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,13 +17,7 @@ constexpr auto kQtTestReporting = QAbstractItemModelTester::FailureReportingMode
 
 namespace {
 
-nlohmann::json loadReport(const char* name)
-{
-    std::ifstream in(std::string(BITLENS_TEST_DATA "/reports/") + name);
-    if (!in)
-        return nlohmann::json();
-    return nlohmann::json::parse(in);
-}
+using bitlens::testing::loadReport;
 
 } // namespace
 

@@ -8,6 +8,7 @@
 #include "chart_pareto.h"
 #include "comparison_table_model.h"
 #include "report_view.h"
+#include "report_fixtures.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,13 +34,7 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-nlohmann::json loadReport(const char* name)
-{
-    std::ifstream in(std::string(BITLENS_TEST_DATA "/reports/") + name);
-    if (!in)
-        return nlohmann::json();
-    return nlohmann::json::parse(in);
-}
+using bitlens::testing::loadReport;
 
 /// The value of `figure` in a run as report.json holds it, read here by hand (not through the
 /// code under test).

@@ -8,6 +8,7 @@
 #include "report_view.h"
 
 #include "quant/scheme.h"
+#include "report_fixtures.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,13 +31,7 @@ using namespace bitlens::widgets;
 
 namespace {
 
-nlohmann::json loadReport(const char* name)
-{
-    std::ifstream in(std::string(BITLENS_TEST_DATA "/reports/") + name);
-    if (!in)
-        return nlohmann::json();
-    return nlohmann::json::parse(in);
-}
+using bitlens::testing::loadReport;
 
 /// The text the chart draws as its title (Qt Charts cuts it to "..." when it does not fit).
 QString drawnTitle(QChart* chart)
