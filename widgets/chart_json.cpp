@@ -1,6 +1,7 @@
 #include "chart_json.h"
 
 #include "analysis/metric_info.h"
+#include "workspace/workspace.h"
 
 #include <cmath>
 
@@ -64,6 +65,8 @@ std::vector<double> numbers(const nlohmann::json* value)
 QString schemeName(const nlohmann::json& report)
 {
     if (const nlohmann::json* scheme = object(report, "scheme")) {
+        if (const std::string shown = workspace::schemeDisplayName(report); !shown.empty())
+            return QString::fromStdString(shown);
         QString name = text(*scheme, "preset");
         if (name.isEmpty())
             name = text(*scheme, "spec");

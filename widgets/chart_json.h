@@ -28,7 +28,9 @@ std::optional<double> asNumber(const nlohmann::json& value);
 /// The numbers of an array (non-numbers read as 0); empty when `value` is not an array.
 std::vector<double> numbers(const nlohmann::json* value);
 
-/// The scheme a report ran: scheme.preset, else scheme.spec, else "?".
+/// The scheme a report ran, as every view names it (quant::displayName: "w4-int4 · GPTQ g128"):
+/// scheme.display_name, else the display name of scheme.spec, else scheme.preset, else
+/// scheme.spec, else "?".
 QString schemeName(const nlohmann::json& report);
 /// A figure's display name (analysis::metricInfo): "top1" -> "Top-1 accuracy", "kld_mean" ->
 /// "Mean KL divergence"; unknown names unchanged.

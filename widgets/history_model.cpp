@@ -75,12 +75,19 @@ nlohmann::json HistoryModel::comparison() const
     return nlohmann::json{{"runs", std::move(runs)}};
 }
 
+QString HistoryModel::shownScheme(const HistoryRun& entry)
+{
+    // The name every view gives it (method and options: "w4-int4 · GPTQ g128"); the scheme
+    // string it ran is the tooltip. A report without a scheme shows the string.
+    return rj::object(entry.report, "scheme") ? rj::schemeName(entry.report) : entry.scheme;
+}
+
 QString HistoryModel::runLabel(int row) const
 {
     if (row < 0 || row >= rowCount())
         return {};
     const HistoryRun& entry = run(row);
-    return tr("%1 (%2)").arg(entry.scheme, entry.time.toString(QStringLiteral("hh:mm:ss")));
+    return tr("%1 (%2)").arg(shownScheme(entry), entry.time.toString(QStringLiteral("hh:mm:ss")));
 }
 
 int HistoryModel::rowCount(const QModelIndex& parent) const
@@ -101,7 +108,7 @@ QVariant HistoryModel::rawValue(const HistoryRun& entry, int column) const
     };
     const nlohmann::json* metric = rj::object(report, "metric");
     switch (column) {
-    case Scheme: return entry.scheme;
+    case Scheme: return shownScheme(entry);
     case Metric: return metric ? number(rj::number(*metric, "quantized")) : QVariant();
     case Change: {
         // In the run's metric's own change unit: points of top-1, percent of perplexity.
@@ -162,7 +169,7 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const
         return {};
     const QString none = QStringLiteral("–");
     if (column == Scheme)
-        return entry.scheme;
+        return shownScheme(entry);
     if (column == Time)
         return entry.time.toString(QStringLiteral("hh:mm:ss"));
     if (!raw.isValid())

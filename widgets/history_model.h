@@ -29,7 +29,7 @@ class HistoryModel : public QAbstractTableModel {
 public:
     /// Column order.
     enum Column {
-        Scheme,    ///< the scheme string
+        Scheme,    ///< the scheme's display name ("w4-int4 · GPTQ g128"); the string as tooltip
         Metric,    ///< metric.quantized (top-1, perplexity, ...)
         Change,    ///< quantized vs float in the metric's change unit (analysis::metricChange)
         SizeRatio, ///< size_bytes.quantized / size_bytes.float
@@ -54,8 +54,10 @@ public:
     const HistoryRun& run(int row) const { return m_runs.at(static_cast<std::size_t>(row)); }
     /// All runs as a compare file: {"runs": [report, ...]}, oldest first.
     nlohmann::json comparison() const;
-    /// "static-int8 (07:12:31)": how views name a run.
+    /// "static-int8 (07:12:31)", "w4-int4 · GPTQ g128 (07:12:31)": how views name a run.
     QString runLabel(int row) const;
+    /// The Scheme column of `run`: its report's scheme display name (reportjson::schemeName).
+    static QString shownScheme(const HistoryRun& run);
 
     int rowCount(const QModelIndex& parent = QModelIndex()) const override;
     int columnCount(const QModelIndex& parent = QModelIndex()) const override;

@@ -194,6 +194,9 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_reportView, &ReportView::historyRunSelected, this, &MainWindow::showHistoryRun);
     connect(m_reportView, &ReportView::reportChanged, this, &MainWindow::showSchemeOfReport);
     connect(m_quantJobs, &JobRunner::started, this, &MainWindow::updateQuantState);
+    // One status message at a time: a job's progress (the indicator on the right) replaces
+    // what the bar said before, such as "Cancelled" of the run this one replaced.
+    connect(m_quantJobs, &JobRunner::started, statusBar(), &QStatusBar::clearMessage);
     connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
         const bool exporting = m_export->ownsExport(id);

@@ -73,13 +73,15 @@ public:
     void openData(const QString& path);
     /// Quantizes the open model with the scheme panel's scheme and the layer overrides, in the
     /// background; the report replaces the one on screen when it arrives. A scheme string that
-    /// does not parse is reported (errorShown) and nothing starts.
+    /// does not parse is reported (errorShown) and nothing starts. While a job runs it asks
+    /// first (askToReplaceRun), never restarting silently.
     void runQuantization();
-    /// Sets the scheme panel to `scheme` and runs it.
+    /// Sets the scheme panel to `scheme` and runs it (asking first while a job runs).
     void runScheme(const QString& scheme);
-    /// Runs every preset and fills the Compare tab.
+    /// Runs every preset and fills the Compare tab (asking first while a job runs).
     void runComparison();
-    /// Runs the sensitivity sweep of the current scheme and fills the Sensitivity tab.
+    /// Runs the sensitivity sweep of the current scheme and fills the Sensitivity tab (asking
+    /// first while a job runs).
     void runSensitivity();
     /// Cancels the running quantization job; the results on screen stay.
     void cancelQuantization();
@@ -230,6 +232,11 @@ private:
     void showLayerMenu(const QPoint& pos);
     QStringList selectedLayerNames() const;
     bool prepareRun(QuantRequest& request);
+    /// Before a new job on the quantization channel: true when none runs. While one runs, a
+    /// question ("replaceRunBox": Cancel It and Run `next` / Keep It Running) decides; true
+    /// after the running job was cancelled on the person's word. With dialogs disabled the
+    /// running job is kept and errorShown says so.
+    bool askToReplaceRun(const QString& next);
     void onQuantFailed(const Error& error, const QString& what);
     void updateQuantState();
     /// The Memory line of the scheme panel for the current scheme and overrides.

@@ -19,6 +19,7 @@
 #include <QAction>
 #include <QDateTime>
 #include <QElapsedTimer>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
@@ -53,8 +54,44 @@ bool MainWindow::prepareRun(QuantRequest& request)
     return true;
 }
 
+bool MainWindow::askToReplaceRun(const QString& next)
+{
+    if (!m_quantJobs->isRunning())
+        return true;
+    const QString running = m_quantJobs->currentTitle();
+    if (!m_dialogsEnabled) {
+        showError(tr("%1 is still running: cancel it first (Esc), or wait for it to end.")
+                      .arg(running));
+        return false;
+    }
+    QMessageBox box(QMessageBox::Question, tr("BitLens"), tr("%1 is still running.").arg(running),
+                    QMessageBox::NoButton, this);
+    box.setObjectName(QStringLiteral("replaceRunBox"));
+    box.setInformativeText(tr("Cancel it and run %1 instead? What it has done so far is "
+                              "dropped; the results on screen stay until the new run ends.")
+                               .arg(next));
+    QPushButton* replace = box.addButton(tr("Cancel It and Run"), QMessageBox::AcceptRole);
+    replace->setObjectName(QStringLiteral("replaceRunButton"));
+    QPushButton* keep = box.addButton(tr("Keep It Running"), QMessageBox::RejectRole);
+    keep->setObjectName(QStringLiteral("keepRunButton"));
+    box.setDefaultButton(keep);
+    box.setEscapeButton(keep);
+    box.exec();
+    if (box.clickedButton() != replace)
+        return false;
+    // Cancelled here, so the run that follows does not ask again (a run that ended while the
+    // question was open leaves nothing to cancel). Training stops too, keeping nothing: the
+    // person asked for the new run, not for the best checkpoint (what Cancel alone gives).
+    if (m_training->isTraining())
+        m_training->finish(tr("Cancelled."));
+    m_quantJobs->cancel();
+    return true;
+}
+
 void MainWindow::runQuantization()
 {
+    if (!askToReplaceRun(m_quantPanel->schemeText()))
+        return;
     QuantRequest request;
     if (!prepareRun(request))
         return;
@@ -119,12 +156,16 @@ void MainWindow::runQuantization()
 
 void MainWindow::runScheme(const QString& scheme)
 {
+    if (!askToReplaceRun(scheme))
+        return;
     m_quantPanel->setSchemeText(scheme);
     runQuantization();
 }
 
 void MainWindow::runComparison()
 {
+    if (!askToReplaceRun(tr("a comparison of all schemes")))
+        return;
     QuantRequest request;
     if (!prepareRun(request))
         return;
@@ -171,6 +212,8 @@ void MainWindow::runComparison()
 
 void MainWindow::runSensitivity()
 {
+    if (!askToReplaceRun(tr("the sensitivity of %1").arg(m_quantPanel->schemeText())))
+        return;
     QuantRequest request;
     if (!prepareRun(request))
         return;

@@ -16,6 +16,9 @@
 #include <QPushButton>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStandardItemModel>
+
+#include <algorithm>
 
 namespace bitlens::widgets {
 
@@ -133,7 +136,8 @@ QString presetDescription(const QString& preset)
 }
 
 QuantPanel::QuantPanel(QWidget* parent)
-    : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_observer(new QComboBox),
+    : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_method(new QComboBox),
+      m_observer(new QComboBox),
       m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
       m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))),
       m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all of the data"))),
@@ -157,6 +161,17 @@ QuantPanel::QuantPanel(QWidget* parent)
     // The text wraps to the column's width rather than widening the side panel.
     m_presetNote->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_presetNote->setForegroundRole(QPalette::PlaceholderText);
+    m_method->setObjectName(QStringLiteral("methodBox"));
+    m_method->addItem(tr("RTN"), QStringLiteral("rtn"));
+    m_method->addItem(tr("GPTQ"), QStringLiteral("gptq"));
+    m_method->addItem(tr("AWQ"), QStringLiteral("awq"));
+    m_method->setToolTip(
+        tr("How the weights are rounded. RTN: each to the nearest code (fast, no data). GPTQ: "
+           "column by column, each rounding error spread over the columns not yet rounded "
+           "(uses the calibration data). AWQ: input channels scaled by how large their "
+           "activations are, and the clipping range searched (uses the calibration data). "
+           "GPTQ and AWQ apply to presets with integer or NF4 weights on a grid (w4-int4, "
+           "w4-nf4, static-w4a8, ...)."));
     m_observer->addItems({kDefault, QStringLiteral("minmax"), QStringLiteral("moving-average"),
                           QStringLiteral("percentile:99.99"), QStringLiteral("entropy"),
                           QStringLiteral("mse")});
@@ -207,6 +222,7 @@ QuantPanel::QuantPanel(QWidget* parent)
     auto* form = new QFormLayout(this);
     form->addRow(tr("Preset"), m_preset);
     form->addRow(QString(), m_presetNote);
+    form->addRow(tr("Method"), m_method);
     form->addRow(tr("Observer"), m_observer);
     auto* granularityRow = new QHBoxLayout;
     granularityRow->addWidget(m_granularity, 1);
@@ -234,6 +250,7 @@ QuantPanel::QuantPanel(QWidget* parent)
 
     const auto changed = [this] { controlsChanged(); };
     connect(m_preset, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_method, &QComboBox::currentIndexChanged, this, changed);
     connect(m_observer, &QComboBox::currentIndexChanged, this, changed);
     connect(m_granularity, &QComboBox::currentIndexChanged, this, changed);
     connect(m_groupSize, &QSpinBox::valueChanged, this, changed);
@@ -248,6 +265,7 @@ QuantPanel::QuantPanel(QWidget* parent)
     connect(m_cancel, &QPushButton::clicked, this, &QuantPanel::cancelRequested);
     connect(m_compare, &QPushButton::clicked, this, &QuantPanel::compareRequested);
     connect(m_sensitivity, &QPushButton::clicked, this, &QuantPanel::sensitivityRequested);
+    updateMethods();
     updateSchemeLine();
     setEvaluationUnit(EvalUnit::Samples);
     setRunning(false);
@@ -334,6 +352,8 @@ QString QuantPanel::schemeText() const
     case 3: options << QStringLiteral("group=%1").arg(m_groupSize->value()); break;
     default: break;
     }
+    if (m_method->currentIndex() > 0)
+        options << QStringLiteral("method=") + m_method->currentData().toString();
     if (m_symmetric->checkState() != Qt::PartiallyChecked)
         options << QStringLiteral("sym=%1")
                        .arg(m_symmetric->checkState() == Qt::Checked ? QStringLiteral("true")
@@ -353,7 +373,9 @@ void QuantPanel::setSchemeText(const QString& text)
     const QString preset = colon < 0 ? trimmed : trimmed.left(colon);
     const QStringList options =
         colon < 0 ? QStringList() : trimmed.mid(colon + 1).split(QLatin1Char(','));
-    bool expressible = m_preset->findText(preset) >= 0;
+    const bool knownPreset = m_preset->findText(preset) >= 0;
+    bool expressible = knownPreset;
+    int method = 0;
     int observer = 0;
     int granularity = 0;
     int group = m_groupSize->value();
@@ -364,7 +386,11 @@ void QuantPanel::setSchemeText(const QString& text)
         const QString key = option.section(QLatin1Char('='), 0, 0);
         const QString value = option.section(QLatin1Char('='), 1);
         bool ok = true;
-        if (key == QLatin1String("observer")) {
+        if (key == QLatin1String("method")) {
+            method = m_method->findData(value);
+            ok = method >= 0;
+            method = std::max(method, 0);
+        } else if (key == QLatin1String("observer")) {
             observer = m_observer->findText(value);
             ok = observer > 0;
         } else if (key == QLatin1String("per") && value == QLatin1String("tensor")) {
@@ -390,18 +416,20 @@ void QuantPanel::setSchemeText(const QString& text)
         expressible = expressible && ok;
     }
     m_updating = true;
-    if (expressible) {
-        m_custom.clear();
+    // The controls show what they can of the string even when it must run as typed, so the
+    // preset and method on screen are those of the run (never the ones of a scheme before).
+    if (knownPreset) {
         m_preset->setCurrentText(preset);
+        updateMethods();
+        m_method->setCurrentIndex(method);
         m_observer->setCurrentIndex(observer);
         m_granularity->setCurrentIndex(granularity);
         m_groupSize->setValue(group);
         m_symmetric->setCheckState(symmetric);
         m_reduceRange->setChecked(reduceRange);
         m_calibSamples->setValue(calib);
-    } else {
-        m_custom = trimmed;
     }
+    m_custom = expressible ? QString() : trimmed;
     m_updating = false;
     updateSchemeLine();
 }
@@ -462,7 +490,31 @@ void QuantPanel::controlsChanged()
     if (m_updating)
         return;
     m_custom.clear();
+    updateMethods();
     updateSchemeLine();
+}
+
+void QuantPanel::updateMethods()
+{
+    // A method the preset cannot take (gguf-*, the float and block formats, QAT, SmoothQuant,
+    // LLM.int8()) is disabled, with the core's reason; choosing such a preset goes back to RTN.
+    auto* items = qobject_cast<QStandardItemModel*>(m_method->model());
+    const QString preset = m_preset->currentText();
+    for (int i = 1; i < m_method->count(); ++i) {
+        const auto checked = checkScheme(
+            (preset + QStringLiteral(":method=") + m_method->itemData(i).toString()).toStdString());
+        if (QStandardItem* item = items ? items->item(i) : nullptr) {
+            item->setEnabled(checked.ok());
+            item->setToolTip(checked.ok() ? QString()
+                                          : tr("Not with %1: %2")
+                                                .arg(preset, QString::fromStdString(
+                                                                 checked.error().message)));
+        }
+        if (!checked.ok() && m_method->currentIndex() == i) {
+            const QSignalBlocker block(m_method);
+            m_method->setCurrentIndex(0);
+        }
+    }
 }
 
 void QuantPanel::updateSchemeLine()

@@ -1,6 +1,7 @@
 #pragma once
-// The scheme panel: preset, observer, weight granularity (group size), symmetric, calibration
-// samples and evaluation size, composed into the scheme string the CLI takes (shown read-only),
+// The scheme panel: preset, rounding method (RTN / GPTQ / AWQ), observer, weight granularity
+// (group size), symmetric, calibration samples and evaluation size, composed into the scheme
+// string the CLI takes (shown read-only),
 // with Run / Cancel / Compare all schemes / Run sensitivity. Controls left at "preset default"
 // add no option, so the string stays what a person would type: "static-int8:observer=mse".
 // The evaluation size counts what the open model reads (images or rows, text lines, token
@@ -37,8 +38,11 @@ public:
 
     /// The scheme string the controls describe ("static-int8:per=tensor").
     QString schemeText() const;
-    /// Sets the controls from a scheme string; a string they cannot express (unknown preset
-    /// or option) is kept as typed and run as such, so its error comes from the core.
+    /// Sets the controls from a scheme string, so they show the scheme of the run on screen;
+    /// options the controls cannot express (damp=, an unknown key) keep the string as typed
+    /// (the CLI line), run as such, while the controls still show its preset, method and the
+    /// options they can; an unknown preset leaves them as they are (its error comes from the
+    /// core when it runs).
     void setSchemeText(const QString& text);
     /// What the evaluation size counts for the open model.
     enum class EvalUnit {
@@ -88,6 +92,9 @@ public:
     QComboBox* presetBox() const { return m_preset; }
     /// The line under the preset box: presetDescription() of the selected preset.
     QLabel* presetDescriptionLabel() const { return m_presetNote; }
+    /// How weights are rounded: RTN, GPTQ or AWQ (item data "rtn", "gptq", "awq"); a method the
+    /// preset does not combine with is disabled, its tooltip saying why.
+    QComboBox* methodBox() const { return m_method; }
     QComboBox* observerBox() const { return m_observer; }
     QComboBox* granularityBox() const { return m_granularity; }
     QSpinBox* groupSizeBox() const { return m_groupSize; }
@@ -123,9 +130,11 @@ private:
     void controlsChanged();
     void updateSchemeLine();
     void updateEvaluation();
+    void updateMethods();
 
     QComboBox* m_preset;
     QLabel* m_presetNote = nullptr;
+    QComboBox* m_method;
     QComboBox* m_observer;
     QComboBox* m_granularity;
     QSpinBox* m_groupSize;

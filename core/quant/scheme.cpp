@@ -781,7 +781,118 @@ nlohmann::json schemeToJson(const Scheme& scheme)
     for (const auto& [layer, config] : scheme.overrides)
         overrides[layer] = config ? configToJson(*config) : json("float");
     j["overrides"] = overrides;
+    j["display_name"] = displayName(scheme);
     return j;
+}
+
+const char* methodTitle(LayerConfig::Method method)
+{
+    switch (method) {
+    case LayerConfig::Method::Rtn: return "RTN";
+    case LayerConfig::Method::Gptq: return "GPTQ";
+    case LayerConfig::Method::Awq: return "AWQ";
+    }
+    return "?";
+}
+
+namespace {
+
+/// A number as a scheme option writes it: 0.05, 99.99, 6 (no trailing zeros, no exponent for
+/// ordinary magnitudes).
+std::string optionNumber(double value)
+{
+    std::ostringstream out;
+    out << value;
+    return out.str();
+}
+
+/// A weight granularity in a display name: "g128", "per-channel", "per-tensor".
+std::string granularityLabel(const Granularity& g)
+{
+    if (g.kind == Granularity::Kind::PerGroup)
+        return "g" + std::to_string(g.groupSize);
+    if (g.kind == Granularity::Kind::PerChannel)
+        return "per-channel";
+    if (g.kind == Granularity::Kind::PerToken)
+        return "per-token";
+    return "per-tensor";
+}
+
+} // namespace
+
+std::string displayName(const Scheme& scheme)
+{
+    auto defaults = presetDefaults(scheme.preset);
+    if (!defaults)
+        return scheme.preset.empty() ? scheme.spec : scheme.preset;
+    const LayerConfig& c = scheme.config;
+    const LayerConfig& d = defaults->config;
+    std::vector<std::string> parts;
+    if (c.method != d.method)
+        parts.emplace_back(methodTitle(c.method));
+    if (c.weightType != d.weightType)
+        parts.push_back(std::string(traits(c.weightType).name) + " weights");
+    if (c.weightGranularity != d.weightGranularity)
+        parts.push_back(granularityLabel(c.weightGranularity));
+    if (c.weightSymmetric != d.weightSymmetric)
+        parts.emplace_back(c.weightSymmetric ? "sym" : "asym");
+    // GPTQ / AWQ and another weight type drop NF4's double quantization by themselves.
+    if (c.doubleQuant != d.doubleQuant && c.method == LayerConfig::Method::Rtn &&
+        c.weightType == d.weightType)
+        parts.emplace_back(c.doubleQuant ? "double-quant" : "no double-quant");
+    if (c.reduceRange != d.reduceRange)
+        parts.emplace_back("7-bit");
+    if (c.gptqActOrder != d.gptqActOrder)
+        parts.emplace_back(c.gptqActOrder ? "act-order" : "no act-order");
+    if (c.gptqDamp != d.gptqDamp)
+        parts.push_back("damp " + optionNumber(c.gptqDamp));
+    if (c.awqClip != d.awqClip)
+        parts.emplace_back(c.awqClip ? "clip" : "no clip");
+    if (c.mxScale != d.mxScale)
+        parts.emplace_back(c.mxScale == MxScaleMode::Rceil ? "rceil" : "floor");
+    if (c.actMode != ActMode::Float) {
+        if (c.actType != d.actType)
+            parts.push_back(std::string(traits(c.actType).name) + " acts");
+        if (c.actGranularity != d.actGranularity)
+            parts.push_back("acts " + granularityLabel(c.actGranularity));
+        if (c.actSymmetric != d.actSymmetric)
+            parts.emplace_back(c.actSymmetric ? "acts sym" : "acts asym");
+        if (c.actMode == ActMode::Static && c.observer != d.observer)
+            parts.push_back(c.observer);
+    }
+    if (c.outlierThreshold != d.outlierThreshold)
+        parts.push_back("threshold " + optionNumber(c.outlierThreshold));
+    if (c.smoothAlpha != d.smoothAlpha)
+        parts.push_back("alpha " + optionNumber(c.smoothAlpha));
+    if (scheme.calibSamples != defaults->calibSamples)
+        parts.push_back("calib " + std::to_string(scheme.calibSamples));
+    if (scheme.foldBatchNorm != defaults->foldBatchNorm)
+        parts.emplace_back(scheme.foldBatchNorm ? "fold-bn" : "no fold-bn");
+    if (scheme.qat && defaults->qat) {
+        const QatOptions& q = *scheme.qat;
+        const QatOptions& dq = *defaults->qat;
+        if (q.epochs != dq.epochs)
+            parts.push_back(std::to_string(q.epochs) + (q.epochs == 1 ? " epoch" : " epochs"));
+        if (q.samples != dq.samples)
+            parts.push_back(std::to_string(q.samples) + " samples");
+        if (q.lr != dq.lr)
+            parts.push_back("lr " + optionNumber(q.lr));
+    }
+    std::size_t others = 0;
+    for (const auto& [layer, config] : scheme.overrides) {
+        // head= says what the preset does anyway on some presets (w4-int4 keeps it float).
+        if (layer == kLmHead) {
+            if (config.has_value() == keepsLmHeadFloat(scheme.preset))
+                parts.emplace_back(config ? "head quantized" : "head float");
+        } else
+            ++others;
+    }
+    if (others > 0)
+        parts.push_back("+" + std::to_string(others) + (others == 1 ? " override" : " overrides"));
+    std::string name = scheme.preset;
+    for (std::size_t i = 0; i < parts.size(); ++i)
+        name += (i == 0 ? " \u00b7 " : " ") + parts[i];
+    return name;
 }
 
 bool isQuantizable(const ir::Graph& graph, const ir::Node& node)

@@ -146,8 +146,15 @@ const std::vector<std::string>& postTrainingPresetNames();
 /// Parses "PRESET[:key=value,...]" or a path to a JSON file ({"preset": ..., "options": {...},
 /// "overrides": {"layer": "float" | "SCHEME"}}). Usage errors name the bad key or value.
 Result<Scheme> parseScheme(const std::string& spec);
-/// The scheme as JSON (what report.json's "scheme" holds).
+/// The scheme as JSON (what report.json's "scheme" holds; "display_name" is displayName).
 nlohmann::json schemeToJson(const Scheme& scheme);
+/// "RTN", "GPTQ" or "AWQ": a rounding method as the window names it.
+const char* methodTitle(LayerConfig::Method method);
+/// The scheme's name on every view that names it: the preset, then its method and the options
+/// that differ from the preset's defaults, after a middle dot: "w4-int4 · GPTQ g128",
+/// "w4-int4 · AWQ", "static-int8 · percentile:99.99 calib 256", "w4-int4 · head quantized".
+/// A preset as it comes is its bare name ("w4-int4"; RTN is the default method).
+std::string displayName(const Scheme& scheme);
 
 /// True for nodes BitLens quantizes: Conv, Gemm and MatMul with a constant weight input, and
 /// LSTM / GRU whose W and R are both constants.

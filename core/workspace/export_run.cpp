@@ -346,6 +346,26 @@ Result<RunRequest> runOfReport(const nlohmann::json& report)
     return run;
 }
 
+std::string schemeDisplayName(const nlohmann::json& report)
+{
+    if (!report.is_object() || !report.contains("scheme") || !report["scheme"].is_object())
+        return {};
+    const nlohmann::json& saved = report["scheme"];
+    if (saved.contains("display_name") && saved["display_name"].is_string())
+        return saved["display_name"].get<std::string>();
+    // A scheme file's spec is its path: not opened for a name.
+    const std::string spec = saved.value("spec", nlohmann::json()).is_string()
+                                 ? saved["spec"].get<std::string>()
+                                 : std::string();
+    if (spec.substr(0, spec.find(" with overrides")).ends_with(".json"))
+        return {};
+    auto run = runOfReport(report);
+    if (!run)
+        return {};
+    auto scheme = detail::schemeOf(run->scheme, run->overrides);
+    return scheme ? quant::displayName(*scheme) : std::string();
+}
+
 Result<void> commitExport(const std::string& stagingPath, const std::string& path)
 {
     if (stagingPath.empty() || stagingPath == path)

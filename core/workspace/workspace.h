@@ -243,6 +243,11 @@ Result<std::string> exportFormatOfPath(const std::string& path);
 /// The scheme string and layer overrides a report.json's run ran with, read back from its
 /// "scheme" object (checked: the overrides must give the same "scheme.overrides" again).
 Result<RunRequest> runOfReport(const nlohmann::json& report);
+/// The name every view gives the scheme a report ran (quant::displayName: "w4-int4 · GPTQ
+/// g128", "static-int8 · +2 overrides"): its "scheme.display_name", else (reports written
+/// before it) read back from its spec and overrides. Empty when the report names no scheme
+/// or only a scheme .json file (not read here).
+std::string schemeDisplayName(const nlohmann::json& report);
 /// Moves a finished export from its staging file to `path` (replacing a file there); a staging
 /// folder replaces the folder `path` whole (exporting::replaceFolder).
 Result<void> commitExport(const std::string& stagingPath, const std::string& path);

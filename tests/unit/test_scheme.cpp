@@ -210,3 +210,31 @@ TEST(Scheme, LlmPresetsKeepALanguageModelsHeadFloat)
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("head takes float or quantize"), std::string::npos);
 }
+
+TEST(Scheme, DisplayNameSaysTheMethodAndTheOptionsThatDifferFromThePreset)
+{
+    const auto name = [](const std::string& spec) {
+        auto s = quant::parseScheme(spec);
+        EXPECT_TRUE(s.ok()) << spec << ": " << s.error().userMessage();
+        return s.ok() ? quant::displayName(*s) : std::string();
+    };
+    // Every preset as it comes is its bare name.
+    for (const auto& preset : quant::presetNames())
+        EXPECT_EQ(name(preset), preset);
+    EXPECT_EQ(name("w4-int4:group=128,method=gptq"), "w4-int4 \u00b7 GPTQ g128");
+    EXPECT_EQ(name("w4-int4:method=awq"), "w4-int4 \u00b7 AWQ");
+    EXPECT_EQ(name("w4-int4:method=awq,awq-clip=false"), "w4-int4 \u00b7 AWQ no clip");
+    EXPECT_EQ(name("w4-int4:method=gptq,act-order=true,damp=0.05"),
+              "w4-int4 \u00b7 GPTQ act-order damp 0.05");
+    // An option the preset already has, or one it implies, says nothing.
+    EXPECT_EQ(name("w4-int4:group=64,method=rtn"), "w4-int4");
+    EXPECT_EQ(name("w4-nf4:method=gptq"), "w4-nf4 \u00b7 GPTQ");
+    EXPECT_EQ(name("w4-int4:head=float"), "w4-int4");
+    EXPECT_EQ(name("w4-int4:head=quantize"), "w4-int4 \u00b7 head quantized");
+    EXPECT_EQ(name("static-int8:observer=percentile:99.99,calib=256"),
+              "static-int8 \u00b7 percentile:99.99 calib 256");
+    // report.json carries it.
+    EXPECT_EQ(quant::schemeToJson(*quant::parseScheme("w4-int4:method=awq"))["display_name"],
+              "w4-int4 \u00b7 AWQ");
+    EXPECT_STREQ(quant::methodTitle(quant::LayerConfig::Method::Gptq), "GPTQ");
+}

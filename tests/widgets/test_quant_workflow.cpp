@@ -435,13 +435,15 @@ void TestQuantWorkflow::panelComposesSchemeString()
     QCOMPARE(other.schemeText(), QStringLiteral("w4-int4:group=64"));
     other.setSchemeText(expected);
     QCOMPARE(other.schemeText(), expected);
-    // Touching a control after a custom string goes back to what the controls say.
-    other.setSchemeText(QStringLiteral("w4-int4:weird=1"));
-    QCOMPARE(other.schemeText(), QStringLiteral("w4-int4:weird=1"));
-    other.observerBox()->setCurrentIndex(0);
-    other.granularityBox()->setCurrentIndex(0);
+    // A custom string runs as typed while the controls show what they can of it; touching a
+    // control then goes back to what the controls say.
+    other.setSchemeText(QStringLiteral("w4-int4:weird=1,sym=true"));
+    QCOMPARE(other.schemeText(), QStringLiteral("w4-int4:weird=1,sym=true"));
+    QCOMPARE(other.presetBox()->currentText(), QStringLiteral("w4-int4"));
+    QCOMPARE(other.observerBox()->currentIndex(), 0);
+    QCOMPARE(other.symmetricBox()->checkState(), Qt::Checked);
     other.presetBox()->setCurrentText(QStringLiteral("dynamic-int8"));
-    QCOMPARE(other.schemeText(), QStringLiteral("dynamic-int8:sym=false"));
+    QCOMPARE(other.schemeText(), QStringLiteral("dynamic-int8:sym=true"));
 }
 
 void TestQuantWorkflow::memoryForecastBeforeARun()
