@@ -36,6 +36,10 @@ HistoryModel::HistoryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void HistoryModel::addRun(HistoryRun run)
 {
+    // Named once here, not on every paint: an older report without scheme.display_name has its
+    // name rebuilt by parsing its scheme.
+    if (run.shown.isEmpty())
+        run.shown = shownScheme(run);
     const int row = rowCount();
     beginInsertRows(QModelIndex(), row, row);
     m_runs.push_back(std::move(run));
@@ -87,7 +91,7 @@ QString HistoryModel::runLabel(int row) const
     if (row < 0 || row >= rowCount())
         return {};
     const HistoryRun& entry = run(row);
-    return tr("%1 (%2)").arg(shownScheme(entry), entry.time.toString(QStringLiteral("hh:mm:ss")));
+    return tr("%1 (%2)").arg(entry.shown, entry.time.toString(QStringLiteral("hh:mm:ss")));
 }
 
 int HistoryModel::rowCount(const QModelIndex& parent) const
@@ -108,7 +112,7 @@ QVariant HistoryModel::rawValue(const HistoryRun& entry, int column) const
     };
     const nlohmann::json* metric = rj::object(report, "metric");
     switch (column) {
-    case Scheme: return shownScheme(entry);
+    case Scheme: return entry.shown;
     case Metric: return metric ? number(rj::number(*metric, "quantized")) : QVariant();
     case Change: {
         // In the run's metric's own change unit: points of top-1, percent of perplexity.
@@ -169,7 +173,7 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const
         return {};
     const QString none = QStringLiteral("–");
     if (column == Scheme)
-        return shownScheme(entry);
+        return entry.shown;
     if (column == Time)
         return entry.time.toString(QStringLiteral("hh:mm:ss"));
     if (!raw.isValid())

@@ -20,6 +20,7 @@ struct HistoryRun {
     QString scheme;        ///< the scheme string it ran ("static-int8:observer=mse")
     QDateTime time;        ///< when it finished (local time)
     QString modelPath;     ///< the model file (or zoo name) it quantized
+    QString shown;         ///< the name the views give it (shownScheme), set once by addRun
 };
 
 /// Qt item model over the runs of the open model (see the file comment).

@@ -51,7 +51,7 @@ inline at::Tensor optionalInput(const std::vector<at::Tensor>& in, std::size_t i
 }
 
 /// optionalInput, with a tensor of no elements also taken as absent: Resize's scales / sizes
-/// and Clip's bounds, which exporters fill with an empty placeholder to skip one.
+/// and Clip's bounds, which exporters give as an empty tensor to leave one out.
 inline at::Tensor optionalNonEmptyInput(const std::vector<at::Tensor>& in, std::size_t i)
 {
     const at::Tensor t = optionalInput(in, i);

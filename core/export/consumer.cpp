@@ -168,7 +168,7 @@ Result<std::optional<ConsumerCheck>> checkWithConsumer(ExportFormat format,
         return std::optional<ConsumerCheck>(std::move(check));
     }
     check.runtime = ran->runtime;
-    const std::vector<at::Tensor> outputs = ran->outputs;
+    const std::vector<at::Tensor> outputs = std::move(ran->outputs);
     const detail::FileRunner runner{
         fileGraph, [&outputs](const std::vector<at::Tensor>&) -> Result<std::vector<at::Tensor>> {
             return outputs;
