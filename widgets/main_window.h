@@ -81,8 +81,12 @@ public:
     /// Runs every preset and fills the Compare tab (asking first while a job runs).
     void runComparison();
     /// Runs the sensitivity sweep of the current scheme and fills the Sensitivity tab (asking
-    /// first while a job runs).
+    /// first while a job runs). With dialogs on, the sweep's cost is measured first and a
+    /// dialog offers fewer evaluation windows or samples and a subset of layers before it starts.
     void runSensitivity();
+    /// The sweep of the current scheme as it is, without the cost dialog (the command line's
+    /// --sensitivity, scripted screenshots).
+    void runSensitivitySweep();
     /// Cancels the running quantization job; the results on screen stay.
     void cancelQuantization();
     /// Sets a layer override: "float" keeps the layer in float32, anything else is a scheme
@@ -211,6 +215,8 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    /// Starts the sweep of `request` (runSensitivity after its choice).
+    void startSensitivity(const QuantRequest& request);
     friend class ExportController;  ///< the export flow reads the run, model and data on screen
 
     void createMenus();

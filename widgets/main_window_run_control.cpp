@@ -14,6 +14,7 @@
 #include "quant_job.h"
 #include "quant_panel.h"
 #include "report_view.h"
+#include "sensitivity_cost_dialog.h"
 #include "training_view.h"
 
 #include <QAction>
@@ -218,6 +219,57 @@ void MainWindow::runSensitivity()
     if (!prepareRun(request))
         return;
     request.sensitivityByKld = m_reportView->sensitivityByKld();
+    if (!m_dialogsEnabled) {
+        // Tests with dialogs off sweep as asked.
+        startSensitivity(request);
+        return;
+    }
+    // What the sweep costs is measured first (one evaluation window or batch, timed), and the
+    // user chooses before it starts: a smollm2-135m sweep is ~1:45:00 on 2 cores.
+    const QString scheme = QString::fromStdString(request.scheme);
+    m_quantJobs->start(
+        tr("Estimating the sensitivity sweep of %1").arg(scheme),
+        [session = m_session, request](Progress& progress, const CancelToken& cancel) {
+            return bitlens::widgets::estimateSensitivity(*session, request, progress, cancel);
+        },
+        [this, request, scheme](Result<nlohmann::json> result) {
+            m_reportView->setRunning(QString());
+            updateQuantState();
+            if (!result) {
+                onQuantFailed(result.error(), tr("Sensitivity of “%1”").arg(scheme));
+                return;
+            }
+            auto cost = workspace::sensitivityCostFromJson(result.value());
+            if (!cost) {
+                onQuantFailed(cost.error(), tr("Sensitivity of “%1”").arg(scheme));
+                return;
+            }
+            SensitivityCostDialog dialog(*cost, scheme, this);
+            if (dialog.exec() != QDialog::Accepted)
+                return;
+            QuantRequest chosen = request;
+            if (dialog.evalUnits() < cost->evalUnits)
+                chosen.evalLimit = dialog.evalUnits();
+            chosen.sensitivityLayers = dialog.layerFilters();
+            startSensitivity(chosen);
+        });
+    m_reportView->setRunning(tr("an estimate of the sensitivity sweep of %1").arg(scheme));
+    updateQuantState();
+}
+
+void MainWindow::runSensitivitySweep()
+{
+    if (!askToReplaceRun(tr("the sensitivity of %1").arg(m_quantPanel->schemeText())))
+        return;
+    QuantRequest request;
+    if (!prepareRun(request))
+        return;
+    request.sensitivityByKld = m_reportView->sensitivityByKld();
+    startSensitivity(request);
+}
+
+void MainWindow::startSensitivity(const QuantRequest& request)
+{
     const QString scheme = QString::fromStdString(request.scheme);
     m_quantJobs->start(
         tr("Sensitivity of %1").arg(scheme),

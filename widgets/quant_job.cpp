@@ -51,6 +51,17 @@ Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest&
     return std::move(sweep->report);
 }
 
+Result<nlohmann::json> estimateSensitivity(QuantSession& session, const QuantRequest& request,
+                                           Progress& progress, const CancelToken& cancel)
+{
+    if (auto ok = checkData(session, request); !ok)
+        return ok.error();
+    auto cost = workspace::sensitivityCost(session, request, progress, cancel);
+    if (!cost)
+        return cost.error();
+    return workspace::sensitivityCostToJson(*cost);
+}
+
 Result<nlohmann::json> runExport(QuantSession& session, const ExportRequest& request,
                                  Progress& progress, const CancelToken& cancel)
 {

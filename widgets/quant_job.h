@@ -44,6 +44,9 @@ int comparisonSize();
 /// The sensitivity sweep of request.scheme; the JSON `sensitivity --report` writes.
 Result<nlohmann::json> runSensitivity(QuantSession& session, const QuantRequest& request,
                                       Progress& progress, const CancelToken& cancel);
+/// What the sensitivity sweep of `request` will cost (workspace::sensitivityCostToJson).
+Result<nlohmann::json> estimateSensitivity(QuantSession& session, const QuantRequest& request,
+                                           Progress& progress, const CancelToken& cancel);
 /// Exports the quantized model of `request.run` (workspace::exportRun); report.json's "export"
 /// object plus "reused_run_model", "scheme" and "verify_error".
 Result<nlohmann::json> runExport(QuantSession& session, const ExportRequest& request,

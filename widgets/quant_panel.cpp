@@ -7,6 +7,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QHash>
@@ -19,6 +20,7 @@
 #include <QStandardItemModel>
 
 #include <algorithm>
+#include <cmath>
 
 namespace bitlens::widgets {
 
@@ -137,7 +139,8 @@ QString presetDescription(const QString& preset)
 
 QuantPanel::QuantPanel(QWidget* parent)
     : QGroupBox(tr("Scheme"), parent), m_preset(new QComboBox), m_method(new QComboBox),
-      m_observer(new QComboBox),
+      m_damp(new QDoubleSpinBox), m_actOrder(new QCheckBox(tr("act-order"))),
+      m_awqClip(new QCheckBox(tr("clip search"))), m_observer(new QComboBox),
       m_granularity(new QComboBox), m_groupSize(new QSpinBox), m_symmetric(new QCheckBox),
       m_reduceRange(new QCheckBox(tr("7-bit weights (reduce-range)"))),
       m_calibSamples(new QSpinBox), m_evalAll(new QCheckBox(tr("Evaluate on all of the data"))),
@@ -172,6 +175,22 @@ QuantPanel::QuantPanel(QWidget* parent)
            "activations are, and the clipping range searched (uses the calibration data). "
            "GPTQ and AWQ apply to presets with integer or NF4 weights on a grid (w4-int4, "
            "w4-nf4, static-w4a8, ...)."));
+    m_damp->setObjectName(QStringLiteral("gptqDamp"));
+    m_damp->setDecimals(3);
+    m_damp->setRange(0.001, 0.5);
+    m_damp->setSingleStep(0.005);
+    m_damp->setValue(0.01);
+    m_damp->setPrefix(tr("damp "));
+    m_damp->setToolTip(tr("GPTQ: the damping added to the Hessian's diagonal, as a fraction of "
+                          "its mean (0.01 as in GPTQ's reference code; raise it when a layer's "
+                          "Hessian is ill-conditioned)"));
+    m_actOrder->setObjectName(QStringLiteral("gptqActOrder"));
+    m_actOrder->setToolTip(tr("GPTQ: round the columns in order of decreasing activation "
+                              "energy (the Hessian's diagonal), as GPTQ's desc_act"));
+    m_awqClip->setObjectName(QStringLiteral("awqClip"));
+    m_awqClip->setChecked(true);
+    m_awqClip->setToolTip(tr("AWQ: search each weight group's clipping range after the "
+                             "channel scaling (on in AutoAWQ)"));
     m_observer->addItems({kDefault, QStringLiteral("minmax"), QStringLiteral("moving-average"),
                           QStringLiteral("percentile:99.99"), QStringLiteral("entropy"),
                           QStringLiteral("mse")});
@@ -223,6 +242,15 @@ QuantPanel::QuantPanel(QWidget* parent)
     form->addRow(tr("Preset"), m_preset);
     form->addRow(QString(), m_presetNote);
     form->addRow(tr("Method"), m_method);
+    m_methodOptions = new QWidget;
+    m_methodOptions->setObjectName(QStringLiteral("methodOptions"));
+    auto* methodRow = new QHBoxLayout(m_methodOptions);
+    methodRow->setContentsMargins(0, 0, 0, 0);
+    methodRow->addWidget(m_damp);
+    methodRow->addWidget(m_actOrder);
+    methodRow->addWidget(m_awqClip);
+    methodRow->addStretch(1);
+    form->addRow(QString(), m_methodOptions);
     form->addRow(tr("Observer"), m_observer);
     auto* granularityRow = new QHBoxLayout;
     granularityRow->addWidget(m_granularity, 1);
@@ -251,6 +279,9 @@ QuantPanel::QuantPanel(QWidget* parent)
     const auto changed = [this] { controlsChanged(); };
     connect(m_preset, &QComboBox::currentIndexChanged, this, changed);
     connect(m_method, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_damp, &QDoubleSpinBox::valueChanged, this, changed);
+    connect(m_actOrder, &QCheckBox::toggled, this, changed);
+    connect(m_awqClip, &QCheckBox::toggled, this, changed);
     connect(m_observer, &QComboBox::currentIndexChanged, this, changed);
     connect(m_granularity, &QComboBox::currentIndexChanged, this, changed);
     connect(m_groupSize, &QSpinBox::valueChanged, this, changed);
@@ -354,6 +385,13 @@ QString QuantPanel::schemeText() const
     }
     if (m_method->currentIndex() > 0)
         options << QStringLiteral("method=") + m_method->currentData().toString();
+    const QString method = m_method->currentData().toString();
+    if (method == QLatin1String("gptq") && std::abs(m_damp->value() - 0.01) > 1e-9)
+        options << QStringLiteral("damp=") + QString::number(m_damp->value(), 'g', 4);
+    if (method == QLatin1String("gptq") && m_actOrder->isChecked())
+        options << QStringLiteral("act-order=true");
+    if (method == QLatin1String("awq") && !m_awqClip->isChecked())
+        options << QStringLiteral("awq-clip=false");
     if (m_symmetric->checkState() != Qt::PartiallyChecked)
         options << QStringLiteral("sym=%1")
                        .arg(m_symmetric->checkState() == Qt::Checked ? QStringLiteral("true")
@@ -376,6 +414,9 @@ void QuantPanel::setSchemeText(const QString& text)
     const bool knownPreset = m_preset->findText(preset) >= 0;
     bool expressible = knownPreset;
     int method = 0;
+    double damp = 0.01;
+    bool actOrder = false;
+    bool awqClip = true;
     int observer = 0;
     int granularity = 0;
     int group = m_groupSize->value();
@@ -390,6 +431,15 @@ void QuantPanel::setSchemeText(const QString& text)
             method = m_method->findData(value);
             ok = method >= 0;
             method = std::max(method, 0);
+        } else if (key == QLatin1String("damp")) {
+            damp = value.toDouble(&ok);
+            // Only values the box can show (3 decimals); others run as typed.
+            ok = ok && damp >= m_damp->minimum() && damp <= m_damp->maximum() &&
+                 std::abs(std::round(damp * 1000.0) / 1000.0 - damp) < 1e-12;
+        } else if ((key == QLatin1String("act-order") || key == QLatin1String("awq-clip")) &&
+                   (value == QLatin1String("true") || value == QLatin1String("false"))) {
+            (key == QLatin1String("act-order") ? actOrder : awqClip) =
+                value == QLatin1String("true");
         } else if (key == QLatin1String("observer")) {
             observer = m_observer->findText(value);
             ok = observer > 0;
@@ -422,6 +472,9 @@ void QuantPanel::setSchemeText(const QString& text)
         m_preset->setCurrentText(preset);
         updateMethods();
         m_method->setCurrentIndex(method);
+        m_damp->setValue(damp);
+        m_actOrder->setChecked(actOrder);
+        m_awqClip->setChecked(awqClip);
         m_observer->setCurrentIndex(observer);
         m_granularity->setCurrentIndex(granularity);
         m_groupSize->setValue(group);
@@ -519,6 +572,15 @@ void QuantPanel::updateMethods()
 
 void QuantPanel::updateSchemeLine()
 {
+    // The method's own options, for the method chosen (GPTQ: damp, act-order; AWQ: clip).
+    const QString method = m_method->currentData().toString();
+    m_damp->setVisible(method == QLatin1String("gptq"));
+    m_actOrder->setVisible(method == QLatin1String("gptq"));
+    m_awqClip->setVisible(method == QLatin1String("awq"));
+    m_methodOptions->setVisible(method != QLatin1String("rtn"));
+    for (QWidget* w : {static_cast<QWidget*>(m_damp), static_cast<QWidget*>(m_actOrder),
+                       static_cast<QWidget*>(m_awqClip)})
+        w->setEnabled(m_custom.isEmpty());
     m_groupSize->setEnabled(m_custom.isEmpty() && m_granularity->currentIndex() == 3);
     m_presetNote->setText(presetDescription(m_preset->currentText()));
     const QString text = schemeText();

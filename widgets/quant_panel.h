@@ -13,6 +13,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -95,6 +96,13 @@ public:
     /// How weights are rounded: RTN, GPTQ or AWQ (item data "rtn", "gptq", "awq"); a method the
     /// preset does not combine with is disabled, its tooltip saying why.
     QComboBox* methodBox() const { return m_method; }
+    /// GPTQ's options (shown with GPTQ only): the Hessian damping as a fraction of its mean
+    /// diagonal (damp=, default 0.01) and the columns in order of decreasing activation energy
+    /// (act-order=).
+    QDoubleSpinBox* dampBox() const { return m_damp; }
+    QCheckBox* actOrderBox() const { return m_actOrder; }
+    /// AWQ's clipping-range search (awq-clip=, on by default; shown with AWQ only).
+    QCheckBox* awqClipBox() const { return m_awqClip; }
     QComboBox* observerBox() const { return m_observer; }
     QComboBox* granularityBox() const { return m_granularity; }
     QSpinBox* groupSizeBox() const { return m_groupSize; }
@@ -135,6 +143,10 @@ private:
     QComboBox* m_preset;
     QLabel* m_presetNote = nullptr;
     QComboBox* m_method;
+    QDoubleSpinBox* m_damp;
+    QCheckBox* m_actOrder;
+    QCheckBox* m_awqClip;
+    QWidget* m_methodOptions = nullptr;
     QComboBox* m_observer;
     QComboBox* m_granularity;
     QSpinBox* m_groupSize;

@@ -6,17 +6,23 @@
 #include "analysis/metric_info.h"
 #include "analysis/metrics.h"
 #include "analysis/quant_report.h"
+#include "jobs/step_clock.h"
+#include "kernels/cpu_features.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace bitlens::cli {
 
 int cmdSensitivity(const Args& args)
 {
     if (auto r = requireScheme(args, "sensitivity MODEL --scheme SCHEME [--calib DATA] "
-                                     "[--eval DATA] [--by metric|kld] [--report FILE.json]");
+                                     "[--eval DATA] [--by metric|kld] [--layers NAME,...] "
+                                     "[--estimate] [--report FILE.json]");
         !r)
         return fail(r.error());
     const std::string by = args.has("--by") ? args.get("--by") : "metric";
@@ -32,7 +38,35 @@ int cmdSensitivity(const Args& args)
     if (!request)
         return fail(request.error());
     request->sensitivityByKld = by == "kld";
+    if (args.has("--layers")) {
+        std::stringstream list(args.get("--layers"));
+        for (std::string name; std::getline(list, name, ',');)
+            if (!name.empty())
+                request->sensitivityLayers.push_back(name);
+        if (request->sensitivityLayers.empty())
+            return fail(Error::usage("--layers needs one or more names, separated by commas"));
+    }
     Progress progress = stderrProgress(args.has("--quiet"));
+    if (args.has("--estimate")) {
+        auto cost = workspace::sensitivityCost(**ws, *request, progress, CancelToken());
+        if (!cost)
+            return fail(cost.error());
+        if (args.has("--json")) {
+            std::printf("%s\n", workspace::sensitivityCostToJson(*cost).dump(2).c_str());
+            return 0;
+        }
+        std::printf("sensitivity of %s: %lld of %zu quantized layers, each alone: %lld "
+                    "evaluation passes over %lld %s\n"
+                    "%.3f s per evaluation unit (measured on the first %lld of them, %s)\n"
+                    "about %s in all%s\n",
+                    spec.c_str(), static_cast<long long>(cost->layers),
+                    cost->layerNames.size(), static_cast<long long>(cost->passes(cost->layers)),
+                    static_cast<long long>(cost->evalUnits), cost->unit.c_str(),
+                    cost->secondsPerUnit, static_cast<long long>(cost->measuredUnits),
+                    kernels::cpuModelName().c_str(), clockText(cost->seconds()).c_str(),
+                    cost->needsCalibration ? ", after calibration" : "");
+        return 0;
+    }
     auto sweep = workspace::sensitivity(**ws, *request, progress, CancelToken());
     if (!sweep)
         return fail(sweep.error());

@@ -37,8 +37,11 @@ commands:
                                      one quantize run per scheme, side by side (all: every
                                      post-training preset; name qat-* schemes to train them)
   sensitivity MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--by metric|kld]
-              [--report FILE.json]   quantize each layer alone; rank layers by metric drop
-                                     (--by kld: language models, by output KL divergence)
+              [--layers NAME,...] [--estimate] [--report FILE.json]
+                                     quantize each layer alone; rank layers by metric drop
+                                     (--by kld: language models, by output KL divergence;
+                                     --layers: only layers whose name contains one of these;
+                                     --estimate: print the sweep's cost here and stop)
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
                                      float vs quantized samples/s, side by side
   tokenize MODEL --text FILE [--json] [--no-special]

@@ -224,7 +224,7 @@ int main(int argc, char** argv)
                 if (compare)
                     window.runComparison();
                 else
-                    window.runSensitivity();
+                    window.runSensitivitySweep();  // as asked: no cost dialog
                 return;
             }
             const int runs = window.reportView()->historyModel()->rowCount();

@@ -27,6 +27,15 @@ using Clock = std::chrono::steady_clock;
 
 std::string typeName(quant::QuantType t) { return std::string(quant::traits(t).name); }
 
+/// "'down_proj' or 'o_proj'", for messages.
+std::string joinFilters(const std::vector<std::string>& filters)
+{
+    std::string out;
+    for (std::size_t i = 0; i < filters.size(); ++i)
+        out += (i ? " or '" : "'") + filters[i] + "'";
+    return out;
+}
+
 double secondsSince(Clock::time_point start)
 {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -80,8 +89,22 @@ private:
 
 } // namespace
 
+ThroughputPlan planThroughputRuns(double pairSeconds, double budgetSeconds)
+{
+    ThroughputPlan plan;
+    if (budgetSeconds <= 0.0 || pairSeconds <= 0.0)
+        return plan;
+    // 60 % of the budget to the totals (rounds x reps pairs), the rest to the per-layer runs.
+    const int totals = std::clamp(static_cast<int>(0.6 * budgetSeconds / pairSeconds), 1, 9);
+    plan.reps = totals >= 3 ? 3 : totals;
+    plan.rounds = std::max(1, totals / plan.reps);
+    plan.layerRuns = std::clamp(static_cast<int>(0.4 * budgetSeconds / pairSeconds), 1, 5);
+    return plan;
+}
+
 Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const at::Tensor& input,
-                                     const AnalysisOptions& options)
+                                     const AnalysisOptions& options, Progress& progress,
+                                     const CancelToken& cancel)
 {
     try {
         c10::InferenceMode guard;
@@ -93,17 +116,41 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
         auto realHook = quant::makeRealKernelHook(model, options.device);
         quantExec.addHook(realHook);
         const std::vector<at::Tensor> feeds = exec::inputsForBatch(model.graph, x);
+        // The warm-up run of each model (weights packed, caches filled) says what a run costs.
+        progress.report(0.0, "measuring throughput: warm-up");
+        const auto warmStart = Clock::now();
         Result<std::vector<at::Tensor>> check = floatExec.run(feeds);
         if (!check)
             return check.error();
         auto runFloat = [&] { (void)floatExec.run(feeds); };
         auto runQuant = [&] { (void)quantExec.run(feeds); };
         runQuant();
+        const ThroughputPlan plan =
+            planThroughputRuns(secondsSince(warmStart), options.throughputSeconds);
+        const bool perLayer = !options.device.is_cuda();
+        const int pairs = plan.rounds * plan.reps + (perLayer ? plan.layerRuns : 0);
+        int done = 0;
+        auto step = [&]() -> bool {
+            ++done;
+            progress.report(static_cast<double>(done) / pairs,
+                            "measuring throughput: run " + std::to_string(done) + " of " +
+                                std::to_string(pairs));
+            return !cancel.cancelled();
+        };
         double tFloat = 0.0;
         double tQuant = 0.0;
-        for (int round = 0; round < 3; ++round) {
-            tFloat += medianSeconds(runFloat, 3);
-            tQuant += medianSeconds(runQuant, 3);
+        for (int round = 0; round < plan.rounds; ++round) {
+            std::vector<double> f, q;
+            for (int rep = 0; rep < plan.reps; ++rep) {
+                f.push_back(medianSeconds(runFloat, 1));
+                q.push_back(medianSeconds(runQuant, 1));
+                if (!step())
+                    return Error::cancelled();
+            }
+            std::sort(f.begin(), f.end());
+            std::sort(q.begin(), q.end());
+            tFloat += f[f.size() / 2];
+            tQuant += q[q.size() / 2];
         }
         Throughput t;
         t.device = deviceName(options.device);
@@ -113,8 +160,9 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
             t.isaNote = kernels::isaOverrideNote();
         }
         t.batch = x.size(0);
-        t.floatSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tFloat;
-        t.quantizedSamplesPerS = 3.0 * static_cast<double>(x.size(0)) / tQuant;
+        t.runs = plan.rounds * plan.reps;
+        t.floatSamplesPerS = plan.rounds * static_cast<double>(x.size(0)) / tFloat;
+        t.quantizedSamplesPerS = plan.rounds * static_cast<double>(x.size(0)) / tQuant;
         t.kernels = realHook->kernelsRun();
 
         // Per layer, on fresh executors so the timer runs before any other hook.
@@ -126,10 +174,13 @@ Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const a
             exec::Executor quantTimed(model.graph, exec::ExecOptions{options.device});
             quantTimed.addHook(quantTimer);
             quantTimed.addHook(realHook);  // weights are packed once, by the hook above
-            for (int i = 0; i < 5; ++i) {
+            for (int i = 0; i < plan.layerRuns; ++i) {
                 (void)floatTimed.run(feeds);
                 (void)quantTimed.run(feeds);
+                if (!step())
+                    return Error::cancelled();
             }
+            t.layerRuns = plan.layerRuns;
             for (const auto& [name, lq] : model.layers) {
                 const double f = floatTimer->medianMs(name), q = quantTimer->medianMs(name);
                 t.layerMs[name] = {f, q};
@@ -345,13 +396,16 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
             report.layers.push_back(std::move(row));
         }
 
-        progress.report(0.3, "measuring throughput");
-        // Language models and encoders are timed on one window: each of the ~30 timed runs
-        // of a 135M-parameter LM costs ~0.5 CPU-s per 128-token window.
+        // Language models and encoders are timed on one window: each timed run of a
+        // 135M-parameter LM costs ~0.5 CPU-s per 128-token window; options.throughputSeconds
+        // bounds the runs.
         const at::Tensor timed = taskOf(model.graph) != Task::Classification && x.size(0) > 1
                                      ? x.slice(0, 0, 1)
                                      : x;
-        auto throughput = measureThroughput(model, timed, options);
+        Progress timing([&](double f, const std::string& stage) {
+            progress.report(0.3 + 0.05 * f, stage);
+        });
+        auto throughput = measureThroughput(model, timed, options, timing, cancel);
         if (!throughput)
             return throughput.error();
         report.throughput = *throughput;
@@ -435,7 +489,10 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
                             "this model's metric is " +
                             std::string(ir::metricNameOf(taskOf(model.graph))));
     progress.report(0.0, "comparing layers with float; time left after the first layer");
-    auto report = analyze(floatGraph, model, analysisBatch, nullptr, options, floatMetric,
+    // The sweep reads each layer's local SQNR from this pass, not its timing: one timed run.
+    AnalysisOptions once = options;
+    once.throughputSeconds = 1e-9;
+    auto report = analyze(floatGraph, model, analysisBatch, nullptr, once, floatMetric,
                           Progress::none(), cancel);
     if (!report)
         return report.error();
@@ -443,12 +500,20 @@ Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,
     // The layers a sweep runs are the quantized ones: "layer n of N" counts those, and the time
     // left is their measured mean x the layers to go (the first layer's own pass is slow
     // on a large model, ~30 s on smollm2-135m; the fraction of the whole job is not a rate).
+    auto swept = [&](const LayerReport& layer) {
+        return layer.weightType != "float32" &&
+               sweepsLayer(options.sensitivityLayers, layer.name);
+    };
     const std::size_t total = static_cast<std::size_t>(
-        std::count_if(report->layers.begin(), report->layers.end(),
-                      [](const auto& layer) { return layer.weightType != "float32"; }));
+        std::count_if(report->layers.begin(), report->layers.end(), swept));
+    if (total == 0)
+        return Error::usage(options.sensitivityLayers.empty()
+                                ? std::string("the scheme quantizes no layer of this model")
+                                : "no quantized layer's name contains " +
+                                      joinFilters(options.sensitivityLayers));
     StepClock clock(total);
     for (const auto& layer : report->layers) {
-        if (layer.weightType == "float32")
+        if (!swept(layer))
             continue;
         const auto done = static_cast<double>(clock.done());
         progress.report(done / static_cast<double>(total), clock.stage("layer", layer.name));

@@ -4,6 +4,7 @@
 // float and the quantized model. The GUI and `bitlens-cli quantize` display exactly this.
 
 #include "analysis/error_stats.h"
+#include "analysis/layer_filter.h"
 #include "analysis/lm_metrics.h"
 #include "analysis/metrics.h"
 #include "io/dataset.h"
@@ -83,6 +84,10 @@ struct Throughput {
     /// e.g. "real kernel slower than float32 here (3.10 ms vs 2.70 ms per batch)", so the
     /// choice of kernel never hides a loss. CPU only, like layerMs.
     std::map<std::string, std::string> notes;
+    /// Timed runs of each model behind the totals (the median of each round, summed), and
+    /// behind layerMs: fewer than the full protocol (9 and 5) when a time budget bounded them.
+    int runs = 0;
+    int layerRuns = 0;
 };
 
 /// Why a quantized model runs slower than its float one, in words ("" when it does not, or when
@@ -139,7 +144,16 @@ struct AnalysisOptions {
     /// Called once the layer errors and the throughput are in, before the task metric (the
     /// long part on a language model), with the report so far (no metric yet); may be empty.
     std::function<void(const QuantReport&)> onLayers;
+    /// Wall-time budget of the timed runs in an analysis (seconds; 0 = the full protocol, as
+    /// `bench` uses): a 135M-parameter LM's ~30 runs took ~25 s with no progress shown. The
+    /// warm-up run of each model says what one run costs; the rounds are cut to fit, never
+    /// below one timed run of each model.
+    double throughputSeconds = 6.0;
+    /// Sensitivity: sweep only the layers whose name contains one of these (empty = every
+    /// quantized layer), e.g. {"down_proj", "o_proj"}.
+    std::vector<std::string> sensitivityLayers;
 };
+
 
 /// Compares `model` (prepared from `floatGraph`) with the float graph on `analysisBatch`, and
 /// measures the task metric on `eval` when given (float metric reused from `floatMetric` when
@@ -152,9 +166,23 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                             const CancelToken& cancel = CancelToken());
 
 /// Samples per second of the float graph and of the quantized model on batch `x`, measured
-/// interleaved in one process (3 rounds of the median of 3 runs each, after a warm-up run).
+/// interleaved in one process (3 rounds of the median of 3 runs each, after a warm-up run; fewer
+/// when options.throughputSeconds bounds them), then per-layer times over 5 runs (or fewer).
+/// Reports "measuring throughput: run n of N" and stops between runs when cancelled.
 Result<Throughput> measureThroughput(const quant::QuantizedModel& model, const at::Tensor& x,
-                                     const AnalysisOptions& options);
+                                     const AnalysisOptions& options,
+                                     Progress& progress = Progress::none(),
+                                     const CancelToken& cancel = CancelToken());
+
+/// How many timed runs fit `budgetSeconds` when one float plus one quantized run cost
+/// `pairSeconds`: {rounds x reps for the totals, runs for the per-layer times}. budget 0 = the
+/// full protocol {3 x 3, 5}; otherwise at least {1 x 1, 1}, 60 % of the budget to the totals.
+struct ThroughputPlan {
+    int rounds = 3;
+    int reps = 3;
+    int layerRuns = 5;
+};
+ThroughputPlan planThroughputRuns(double pairSeconds, double budgetSeconds);
 
 /// Top-1 of the quantized model (or with `only` layers quantized) on `eval`.
 Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const io::Dataset& eval,
@@ -174,7 +202,8 @@ struct SensitivityRow {
     std::optional<double> kld;
 };
 
-/// Quantizes each layer alone and measures the metric; rows sorted by drop, largest first
+/// Quantizes each layer alone (each of options.sensitivityLayers' when set) and measures the
+/// metric; rows sorted by drop, largest first
 /// (with options.sensitivityByKld, a language model's rows carry the KL divergence and are
 /// sorted by it; a model of another task is refused with a usage error).
 Result<std::vector<SensitivityRow>> sensitivity(const ir::Graph& floatGraph,

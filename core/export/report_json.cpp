@@ -201,7 +201,9 @@ json throughputToJson(const analysis::Throughput& t)
               {"float_samples_per_s", t.floatSamplesPerS},
               {"quantized_samples_per_s", t.quantizedSamplesPerS},
               {"kernels", kernels},
-              {"layers_ms", layerMs}};
+              {"layers_ms", layerMs},
+              {"runs", t.runs},
+              {"layer_runs", t.layerRuns}};
     if (!t.isaNote.empty())
         j["isa_note"] = t.isaNote;
     if (!t.notes.empty())

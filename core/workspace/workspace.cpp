@@ -2,6 +2,7 @@
 
 #include "workspace/workspace_state.h"
 
+#include "analysis/layer_filter.h"
 #include "analysis/lm_metrics.h"
 #include "analysis/memory_estimate.h"
 #include "analysis/metrics.h"
@@ -16,6 +17,7 @@
 #include "zoo/zoo.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -351,6 +353,34 @@ Result<std::pair<quant::Scheme, ResolvedData>> schemeAndData(Workspace& ws,
     return std::pair{std::move(scheme).value(), *data};
 }
 
+/// The layers `scheme` quantizes in `graph`, in graph order; a usage error when `filters`
+/// (RunRequest::sensitivityLayers) match none of them.
+Result<std::vector<std::string>> quantizedLayers(const ir::Graph& graph,
+                                                 const quant::Scheme& scheme,
+                                                 const std::vector<std::string>& filters)
+{
+    auto plan = quant::makePlan(graph, scheme);
+    if (!plan)
+        return plan.error();
+    std::vector<std::string> names;
+    std::size_t swept = 0;
+    for (const auto& node : graph.nodes) {
+        auto it = plan->layers.find(node.name);
+        if (it == plan->layers.end() || it->second.keepFloat)
+            continue;
+        names.push_back(node.name);
+        swept += analysis::sweepsLayer(filters, node.name) ? 1 : 0;
+    }
+    if (swept == 0 && !filters.empty()) {
+        std::string list;
+        for (const auto& f : filters)
+            list += (list.empty() ? "'" : " or '") + f + "'";
+        return Error::usage("no quantized layer's name contains " + list + " (" +
+                            std::to_string(names.size()) + " layers are quantized)");
+    }
+    return names;
+}
+
 } // namespace
 
 Result<Run> run(Workspace& ws, const RunRequest& request, Progress& progress,
@@ -419,6 +449,9 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
                                 "with labels)");
         Workspace::State& state = ws.state();
         const ir::Graph& graph = ws.model()->graph();
+        // A filter that matches no layer is said before calibration, not after.
+        if (auto names = quantizedLayers(graph, scheme, request.sensitivityLayers); !names)
+            return names.error();
         Progress preparing = subProgress(progress, 0.0, 0.2, "calibrating: ");
         auto prepared = detail::prepareRun(ws, data, scheme, true, preparing, cancel);
         if (!prepared)
@@ -438,6 +471,7 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
         analysis::AnalysisOptions options;
         options.device = device;
         options.sensitivityByKld = request.sensitivityByKld;
+        options.sensitivityLayers = request.sensitivityLayers;
         Progress sweep = subProgress(progress, 0.2, 1.0, "sensitivity: ");
         auto rows = analysis::sensitivity(graph, *prepared->model, *data.eval,
                                           data.eval->inputs, options, *state.floatMetric, sweep,
@@ -448,11 +482,118 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
         out.report = exporting::sensitivityToJson(*state.floatMetric, *rows);
         out.report["scheme"] = quant::schemeToJson(scheme);
         out.report["model"] = {{"path", ws.model()->path()}, {"format", ws.model()->format()}};
+        if (!request.sensitivityLayers.empty())
+            out.report["layers_filter"] = request.sensitivityLayers;
         out.rows = std::make_shared<const std::vector<analysis::SensitivityRow>>(
             std::move(rows).value());
         out.floatMetric = std::make_shared<const analysis::MetricValue>(*state.floatMetric);
         return out;
     });
+}
+
+Result<SensitivityCost> sensitivityCost(Workspace& ws, const RunRequest& request,
+                                        Progress& progress, const CancelToken& cancel)
+{
+    return guarded(ws, [&]() -> Result<SensitivityCost> {
+        auto in = schemeAndData(ws, request, progress, cancel);
+        if (!in)
+            return in.error();
+        auto& [scheme, data] = *in;
+        if (!data.eval)
+            return Error::usage("sensitivity needs labelled evaluation data (open a data set "
+                                "with labels)");
+        const ir::Graph& graph = ws.model()->graph();
+        auto names = quantizedLayers(graph, scheme, request.sensitivityLayers);
+        if (!names)
+            return names.error();
+        SensitivityCost cost;
+        cost.layerNames = std::move(names).value();
+        cost.layers = std::count_if(cost.layerNames.begin(), cost.layerNames.end(),
+                                    [&](const std::string& name) {
+                                        return analysis::sweepsLayer(request.sensitivityLayers,
+                                                                     name);
+                                    });
+        const io::Dataset& eval = *data.eval;
+        const ir::Task task = ir::taskOf(graph);
+        cost.evalUnits = eval.size();
+        cost.unit = task == ir::Task::LanguageModel
+                        ? "windows of " + std::to_string(eval.inputs.size(-1)) + " tokens"
+                    : task == ir::Task::Classification ? "samples"
+                                                       : "lines";
+        // Calibration runs before the sweep when a layer needs data: static activations,
+        // SmoothQuant, GPTQ / AWQ, or training.
+        cost.needsCalibration = scheme.qat.has_value();
+        if (auto plan = quant::makePlan(graph, scheme))
+            for (const auto& [name, c] : plan->layers)
+                cost.needsCalibration = cost.needsCalibration ||
+                                        (!c.keepFloat && (c.actMode == quant::ActMode::Static ||
+                                                          c.smoothAlpha > 0.0 ||
+                                                          c.method != quant::LayerConfig::Method::Rtn));
+        cost.byKld = request.sensitivityByKld;
+        cost.floatPassNeeded = !ws.state().floatMetric.has_value();
+        // One pass over a slice: a window of text, or a batch of up to 64 samples. A short
+        // first pass (allocations, thread pool) is repeated and the second one counts.
+        io::Dataset slice = eval;
+        cost.measuredUnits = std::min<std::int64_t>(
+            eval.size(), task == ir::Task::Classification ? 64 : 1);
+        slice.inputs = eval.inputs.slice(0, 0, cost.measuredUnits);
+        if (eval.labels.defined() && eval.labels.dim() > 0 &&
+            eval.labels.size(0) == eval.size())
+            slice.labels = eval.labels.slice(0, 0, cost.measuredUnits);
+        const c10::Device device = detail::deviceOf(ws);
+        double seconds = 0.0;
+        for (int pass = 0; pass < 2; ++pass) {
+            progress.report(0.5 + 0.25 * pass, "timing one evaluation pass");
+            const auto start = std::chrono::steady_clock::now();
+            auto m = analysis::evaluateMetric(graph, slice, device, 256, nullptr, {},
+                                              Progress::none(), cancel);
+            if (!m)
+                return m.error();
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                          .count();
+            if (seconds > 2.0)
+                break;
+        }
+        cost.secondsPerUnit =
+            seconds / static_cast<double>(std::max<std::int64_t>(1, cost.measuredUnits));
+        progress.report(1.0, "done");
+        return cost;
+    });
+}
+
+nlohmann::json sensitivityCostToJson(const SensitivityCost& cost)
+{
+    return {{"layers", cost.layers},
+            {"quantized_layers", cost.layerNames.size()},
+            {"layer_names", cost.layerNames},
+            {"eval_units", cost.evalUnits},
+            {"unit", cost.unit},
+            {"passes", cost.passes(cost.layers)},
+            {"by_kld", cost.byKld},
+            {"float_pass_needed", cost.floatPassNeeded},
+            {"seconds_per_unit", cost.secondsPerUnit},
+            {"measured_units", cost.measuredUnits},
+            {"seconds", cost.seconds()},
+            {"needs_calibration", cost.needsCalibration}};
+}
+
+Result<SensitivityCost> sensitivityCostFromJson(const nlohmann::json& j)
+{
+    try {
+        SensitivityCost cost;
+        cost.layerNames = j.at("layer_names").get<std::vector<std::string>>();
+        cost.layers = j.at("layers").get<std::int64_t>();
+        cost.evalUnits = j.at("eval_units").get<std::int64_t>();
+        cost.unit = j.at("unit").get<std::string>();
+        cost.byKld = j.at("by_kld").get<bool>();
+        cost.floatPassNeeded = j.at("float_pass_needed").get<bool>();
+        cost.secondsPerUnit = j.at("seconds_per_unit").get<double>();
+        cost.measuredUnits = j.at("measured_units").get<std::int64_t>();
+        cost.needsCalibration = j.at("needs_calibration").get<bool>();
+        return cost;
+    } catch (const nlohmann::json::exception& e) {
+        return Error::badInput({}, std::string("not a sensitivity estimate: ") + e.what());
+    }
 }
 
 Result<Bench> bench(Workspace& ws, const RunRequest& request, std::int64_t batch,
@@ -512,7 +653,9 @@ Result<Bench> bench(Workspace& ws, const RunRequest& request, std::int64_t batch
             return prepared.error();
         analysis::AnalysisOptions options;
         options.device = detail::deviceOf(ws);
-        auto timed = analysis::measureThroughput(*prepared->model, x, options);
+        options.throughputSeconds = 0.0;  // a benchmark runs the full protocol
+        Progress timing = subProgress(progress, 0.5, 1.0, "");
+        auto timed = analysis::measureThroughput(*prepared->model, x, options, timing, cancel);
         if (!timed)
             return timed.error();
         Bench out;

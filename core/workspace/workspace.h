@@ -71,6 +71,8 @@ struct RunRequest {
     /// Sensitivity: rank a language model's layers by the KL divergence of its output
     /// (AnalysisOptions::sensitivityByKld) instead of by the metric change.
     bool sensitivityByKld = false;
+    /// Sensitivity: sweep only the layers whose name contains one of these (empty = all).
+    std::vector<std::string> sensitivityLayers;
     /// Called on the worker thread with report.json so far (layers, throughput; no metric yet)
     /// once the layer errors are measured, before the task metric (may be empty).
     std::function<void(const nlohmann::json&)> onLayers;
@@ -176,6 +178,45 @@ struct Sensitivity {
 Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progress& progress,
                                 const CancelToken& cancel);
 
+/// What a sensitivity sweep of a request will cost, before it starts: the layers it runs one
+/// at a time, the evaluation passes, and the time on this machine from one measured pass over
+/// a slice of the evaluation data (scaled to the whole set).
+struct SensitivityCost {
+    std::vector<std::string> layerNames; ///< the layers the scheme quantizes, in graph order
+    std::int64_t layers = 0;          ///< layers the sweep quantizes alone (the filter applied)
+    std::int64_t evalUnits = 0;       ///< samples, lines or windows of one evaluation pass
+    std::string unit;                 ///< "samples", "lines", "windows of 512 tokens"
+    bool byKld = false;               ///< two passes per layer (float and quantized)
+    bool floatPassNeeded = false;     ///< the float model's metric is not known yet
+    double secondsPerUnit = 0.0;      ///< one evaluation unit (window, sample), measured
+    std::int64_t measuredUnits = 0;   ///< the slice the time was measured on
+    bool needsCalibration = false;    ///< the scheme calibrates (or GPTQ / AWQ) first
+
+    /// Evaluation passes of a sweep of `layers` layers.
+    std::int64_t passes(std::int64_t layers) const
+    {
+        return layers * (byKld ? 2 : 1) + (floatPassNeeded ? 1 : 0);
+    }
+    /// Seconds of a sweep of `layers` layers over `units` evaluation units (calibration not
+    /// included): passes x units x the measured time of one unit.
+    double seconds(std::int64_t layers, std::int64_t units) const
+    {
+        return static_cast<double>(passes(layers)) * static_cast<double>(units) * secondsPerUnit;
+    }
+    /// The sweep as requested.
+    double seconds() const { return seconds(layers, evalUnits); }
+};
+/// Loads the request's data, counts the layers, and times the float model on a slice of the
+/// evaluation data (one window of a language model, one batch of up to 64 samples). Usage
+/// error without labelled evaluation data, or when the filter matches no quantized layer.
+Result<SensitivityCost> sensitivityCost(Workspace& ws, const RunRequest& request,
+                                        Progress& progress, const CancelToken& cancel);
+/// `sensitivity --estimate --json`: {"layers", "quantized_layers", "layer_names", "eval_units",
+/// "unit", "passes", "by_kld", "float_pass_needed", "seconds_per_unit", "measured_units",
+/// "seconds", "needs_calibration"}.
+nlohmann::json sensitivityCostToJson(const SensitivityCost& cost);
+/// Reads sensitivityCostToJson's object back (the window's dialog); BadInput when malformed.
+Result<SensitivityCost> sensitivityCostFromJson(const nlohmann::json& j);
 /// Float vs quantized throughput of one scheme.
 struct Bench {
     nlohmann::json report;  ///< exporting::throughputToJson

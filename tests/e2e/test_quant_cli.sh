@@ -60,6 +60,23 @@ check sensitivity-kld-classifier 2 "$cli" sensitivity fashion-cnn --scheme w4-in
 expect sensitivity-kld-classifier-says grep -q "KL divergence needs a language model" "$tmp/err"
 check sensitivity-by-bogus 2 "$cli" sensitivity fashion-cnn --scheme w4-int4 --by sqnr --limit 100
 expect sensitivity-by-bogus-says grep -q "\-\-by must be metric or kld" "$tmp/err"
+# --estimate: what a sweep costs before it runs (layers, passes, one timed batch scaled), and
+# --layers: a sweep of the layers whose name contains one of the filters, exactly those
+check sensitivity-estimate 0 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 1000 --estimate --json
+expect sensitivity-estimate-keys report "$tmp/out" "
+assert d['layers']==4 and d['quantized_layers']==4, d
+assert d['layer_names']==['block1.conv','block2.conv','fc1','logits'], d['layer_names']
+assert d['eval_units']==1000 and d['unit']=='samples' and d['measured_units']==64, d
+assert d['passes']==5 and d['float_pass_needed'] and not d['by_kld'] and not d['needs_calibration'], d
+assert d['seconds_per_unit']>0 and abs(d['seconds']-5*1000*d['seconds_per_unit'])<1e-9*d['seconds'], d"
+check sensitivity-estimate-text 0 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 1000 --layers conv --estimate
+expect sensitivity-estimate-says grep -q "2 of 4 quantized layers, each alone: 3 evaluation passes over 1000 samples" "$tmp/out"
+check sensitivity-layers 0 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 200 --layers conv,logits --report "$tmp/sens-some.json"
+expect sensitivity-layers-rows report "$tmp/sens-some.json" "
+assert sorted(x['layer'] for x in d['layers'])==['block1.conv','block2.conv','logits'], d['layers']
+assert d['layers_filter']==['conv','logits'], d.get('layers_filter')"
+check sensitivity-layers-none 2 "$cli" sensitivity fashion-cnn --scheme w4-int4 --limit 100 --layers attn
+expect sensitivity-layers-none-says grep -q "no quantized layer's name contains 'attn' (4 layers are quantized)" "$tmp/err"
 
 # bench --json gives the report's "throughput" object
 check bench 0 "$cli" bench fashion-cnn --scheme static-int8 --batch 32 --json

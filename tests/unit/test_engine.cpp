@@ -309,3 +309,55 @@ TEST(Engine, BlockFormatsRefuseNonFiniteWeightsNamingTheLayer)
         }
     }
 }
+
+TEST(Throughput, PlanFitsTheBudgetAndKeepsOneRunOfEach)
+{
+    // budget 0: the full protocol (3 rounds of the median of 3, 5 per-layer runs)
+    const auto full = analysis::planThroughputRuns(0.5, 0.0);
+    EXPECT_EQ(full.rounds * full.reps, 9);
+    EXPECT_EQ(full.layerRuns, 5);
+    // A cheap model fits the full protocol in the budget.
+    const auto cheap = analysis::planThroughputRuns(0.01, 6.0);
+    EXPECT_EQ(cheap.rounds, 3);
+    EXPECT_EQ(cheap.reps, 3);
+    EXPECT_EQ(cheap.layerRuns, 5);
+    // smollm2-135m's ~0.8 s per float + quantized pair: 4 pairs for the totals, 3 per layer
+    // (7 x 0.8 = 5.6 s, where the full protocol took ~11 s).
+    const auto lm = analysis::planThroughputRuns(0.8, 6.0);
+    EXPECT_EQ(lm.rounds * lm.reps, 3);
+    EXPECT_EQ(lm.layerRuns, 3);
+    EXPECT_LE((lm.rounds * lm.reps + lm.layerRuns) * 0.8, 6.0);
+    // A model slower than the budget still gets one timed run of each.
+    const auto huge = analysis::planThroughputRuns(30.0, 6.0);
+    EXPECT_EQ(huge.rounds * huge.reps, 1);
+    EXPECT_EQ(huge.layerRuns, 1);
+}
+
+TEST(Throughput, ReportsEachRunAndStopsWhenCancelled)
+{
+    const auto graph = convNet(21);
+    const auto model = prepared(graph, "dynamic-int8", at::Tensor());
+    analysis::AnalysisOptions options;
+    std::vector<std::string> stages;
+    Progress progress([&](double, const std::string& stage) { stages.push_back(stage); });
+    auto t = analysis::measureThroughput(model, images(8, 22), options, progress);
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    EXPECT_GT(t->runs, 0);
+    EXPECT_GT(t->quantizedSamplesPerS, 0.0);
+    const int pairs = t->runs + t->layerRuns;
+    EXPECT_EQ(stages.front(), "measuring throughput: warm-up");
+    EXPECT_EQ(stages.back(), "measuring throughput: run " + std::to_string(pairs) + " of " +
+                                 std::to_string(pairs));
+
+    // Cancelled once the first run is reported: no further run, and the call says so.
+    CancelToken cancel;
+    int reported = 0;
+    Progress cancelling([&](double, const std::string& stage) {
+        if (stage.find(": run ") != std::string::npos && ++reported == 1)
+            cancel.cancel();
+    });
+    auto stopped = analysis::measureThroughput(model, images(8, 22), options, cancelling, cancel);
+    ASSERT_FALSE(stopped.ok());
+    EXPECT_EQ(stopped.error().code, ErrorCode::Cancelled);
+    EXPECT_EQ(reported, 1);
+}

@@ -36,6 +36,8 @@ const std::set<std::string> kTimingKeys = {
     "/throughput/quantized_samples_per_s",
     "/throughput/layers_ms",               // per-layer milliseconds
     "/throughput/why",                     // present only when the timed run was slower
+    "/throughput/runs",                    // how many runs the time budget allowed
+    "/throughput/layer_runs",
     "/qat/seconds",                        // training wall time (qat-* schemes)
 };
 

@@ -29,7 +29,9 @@
 
 #include <QAbstractItemModelTester>
 #include <QChart>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -203,10 +205,50 @@ private Q_SLOTS:
         panel.presetBox()->setCurrentText(QStringLiteral("w4-nf4"));
         QVERIFY(items->item(1)->isEnabled());
         // Options the controls cannot show run as typed, while the controls show the rest.
-        panel.setSchemeText(QStringLiteral("w4-int4:method=gptq,act-order=true"));
+        panel.setSchemeText(QStringLiteral("w4-int4:method=gptq,damp=0.0125"));
         QCOMPARE(panel.presetBox()->currentText(), QStringLiteral("w4-int4"));
         QCOMPARE(method->currentText(), QStringLiteral("GPTQ"));
-        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=gptq,act-order=true"));
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=gptq,damp=0.0125"));
+    }
+
+    void methodOptionsFollowTheMethod()
+    {
+        QuantPanel panel;
+        panel.show();
+        QWidget* options = panel.findChild<QWidget*>(QStringLiteral("methodOptions"));
+        QVERIFY(options);
+        panel.presetBox()->setCurrentText(QStringLiteral("w4-int4"));
+        // RTN has no options: the row is hidden.
+        QVERIFY(!options->isVisible());
+        // GPTQ: damping and act-order, written only when not the default.
+        panel.methodBox()->setCurrentIndex(1);
+        QVERIFY(panel.dampBox()->isVisible() && panel.actOrderBox()->isVisible());
+        QVERIFY(!panel.awqClipBox()->isVisible());
+        QCOMPARE(panel.dampBox()->value(), 0.01);
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=gptq"));
+        panel.dampBox()->setValue(0.05);
+        panel.actOrderBox()->setChecked(true);
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=gptq,damp=0.05,act-order=true"));
+        QVERIFY(bitlens::widgets::checkScheme(panel.schemeText().toStdString()).ok());
+        // AWQ: the clip search, on by default; GPTQ's options are not written for AWQ.
+        panel.methodBox()->setCurrentIndex(2);
+        QVERIFY(panel.awqClipBox()->isVisible() && !panel.dampBox()->isVisible());
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=awq"));
+        panel.awqClipBox()->setChecked(false);
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=awq,awq-clip=false"));
+        QVERIFY(bitlens::widgets::checkScheme(panel.schemeText().toStdString()).ok());
+        // A run's scheme read back sets the options' controls (the panel follows the run).
+        panel.setSchemeText(QStringLiteral("w4-nf4:method=gptq,damp=0.1,act-order=true"));
+        QCOMPARE(panel.methodBox()->currentText(), QStringLiteral("GPTQ"));
+        QCOMPARE(panel.dampBox()->value(), 0.1);
+        QVERIFY(panel.actOrderBox()->isChecked());
+        QVERIFY(panel.actOrderBox()->isEnabled());
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-nf4:method=gptq,damp=0.1,act-order=true"));
+        panel.setSchemeText(QStringLiteral("w4-int4:method=awq,awq-clip=false"));
+        QVERIFY(!panel.awqClipBox()->isChecked());
+        QCOMPARE(panel.schemeText(), QStringLiteral("w4-int4:method=awq,awq-clip=false"));
+        panel.setSchemeText(QStringLiteral("w4-int4"));
+        QVERIFY(!options->isVisible());
     }
 
 private:
