@@ -23,6 +23,7 @@ SensitivityCostDialog::SensitivityCostDialog(const workspace::SensitivityCost& c
 {
     setObjectName(QStringLiteral("sensitivityCostDialog"));
     setWindowTitle(tr("Run sensitivity"));
+    setMinimumWidth(480);
     auto* intro = new QLabel(
         tr("The sweep quantizes each layer alone with %1 and evaluates the model once per "
            "layer%2. Its time grows with the layers and the evaluation data; choose fewer of "

@@ -6,6 +6,7 @@
 #include "exec/sequence_ops.h"
 #include "exec/quant_ops.h"
 #include "io/mapped_file.h"
+#include "jobs/guard.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -503,20 +504,13 @@ std::vector<at::Tensor> Executor::forward(const std::vector<at::Tensor>& inputs)
 }
 
 namespace {
+/// An op's inputs that do not fit it are bad input (std::invalid_argument); a LibTorch error
+/// is a runtime failure, in LibTorch's words.
 template <typename F>
 auto guarded(F&& f) -> Result<decltype(f())>
 {
-    try {
-        return f();
-    } catch (const std::invalid_argument& e) {
-        return Error{ErrorCode::BadInput, e.what(), {}, std::nullopt};
-    } catch (const c10::Error& e) {
-        return Error::runtime(e.what_without_backtrace());
-    } catch (const std::bad_alloc&) {
-        return Error::runtime("out of memory");
-    } catch (const std::exception& e) {
-        return Error::runtime(e.what());
-    }
+    return bitlens::guarded<decltype(f())>(Boundary{.libraryPrefix = ""},
+                                           std::forward<F>(f));
 }
 } // namespace
 

@@ -5,6 +5,7 @@
 
 #include "io/dataset.h"
 #include "io/zip.h"
+#include "jobs/guard.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -262,20 +263,6 @@ std::string supportedList()
     return text;
 }
 
-template <typename F>
-auto guarded(const std::string& path, F&& body) -> decltype(body())
-{
-    try {
-        return body();
-    } catch (const std::bad_alloc&) {
-        return Error::runtime("out of memory", path);
-    } catch (const c10::Error& e) {
-        return Error::runtime(e.what_without_backtrace(), path);
-    } catch (const std::exception& e) {
-        return Error::runtime(e.what(), path);
-    }
-}
-
 Result<at::Tensor> parseNpyImpl(std::span<const std::uint8_t> bytes, const std::string& path)
 {
     if (bytes.size() < kPreludeBytes + 2)
@@ -397,7 +384,8 @@ std::string npyHeader(const NpyType& type, const std::vector<std::int64_t>& shap
 
 Result<at::Tensor> parseNpy(const std::vector<std::uint8_t>& bytes, const std::string& path)
 {
-    return guarded(path, [&] { return parseNpyImpl(bytes, path); });
+    return guarded<at::Tensor>(Boundary{.path = path, .library = ErrorCode::BadInput},
+                               [&] { return parseNpyImpl(bytes, path); });
 }
 
 Result<at::Tensor> readNpy(const std::string& path)
@@ -413,7 +401,9 @@ Result<std::map<std::string, at::Tensor>> readNpz(const std::string& path)
     auto file = readFileBytes(path);
     if (!file)
         return file.error();
-    return guarded(path, [&]() -> Result<std::map<std::string, at::Tensor>> {
+    using Arrays = std::map<std::string, at::Tensor>;
+    const Boundary boundary{.path = path, .library = ErrorCode::BadInput};
+    return guarded<Arrays>(boundary, [&]() -> Result<Arrays> {
         const std::span<const std::uint8_t> bytes(*file);
         auto entries = listZipEntries(bytes, path);
         if (!entries)
@@ -453,7 +443,7 @@ Result<void> writeNpy(const at::Tensor& tensor, const std::string& path)
 {
     if (!tensor.defined())
         return Error::usage("cannot write an undefined tensor to " + path);
-    return guarded(path, [&]() -> Result<void> {
+    return guarded<void>(Boundary{.path = path}, [&]() -> Result<void> {
         const NpyType* type = findNpyType(tensor.scalar_type());
         if (!type)
             return Error::unsupported(path, std::string("tensors of type ") +

@@ -4,6 +4,7 @@
 #include "io/onnx_import.h"
 #include "io/protobuf.h"
 #include "ir/shape_inference.h"
+#include "jobs/guard.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -1524,29 +1525,12 @@ void OnnxWriter::writeValueInfo(std::uint32_t field, const ir::ValueInfo& info)
     m_out.endMessage(marker);
 }
 
-/// Runs `body`, turning LibTorch and allocation exceptions into an Error naming `path`
-/// (a LibTorch error is BadInput while reading, Runtime while writing).
-template <typename T, typename Body>
-Result<T> guarded(const std::string& path, ErrorCode torchErrorCode, Body&& body)
-{
-    try {
-        return body();
-    } catch (const c10::Error& e) {
-        return Error{torchErrorCode,
-                     std::string("LibTorch failed: ") + e.what_without_backtrace(), path,
-                     std::nullopt};
-    } catch (const std::bad_alloc&) {
-        return Error::runtime("out of memory", path);
-    } catch (const std::length_error& e) {
-        return Error::badInput(path, std::string("size out of range: ") + e.what());
-    }
-}
-
 } // namespace
 
 Result<ir::Graph> readOnnx(const std::vector<std::uint8_t>& bytes, const std::string& path)
 {
-    return guarded<ir::Graph>(path, ErrorCode::BadInput,
+    // A LibTorch error while reading is bad input (the file's data does not fit).
+    return guarded<ir::Graph>(Boundary{.path = path, .library = ErrorCode::BadInput},
                               [&] { return OnnxReader(path).read(bytes); });
 }
 
@@ -1560,7 +1544,7 @@ Result<ir::Graph> readOnnxFile(const std::string& path)
 
 Result<std::vector<std::uint8_t>> writeOnnx(const ir::Graph& graph)
 {
-    return guarded<std::vector<std::uint8_t>>({}, ErrorCode::Runtime,
+    return guarded<std::vector<std::uint8_t>>(Boundary{},
                                               [&] { return OnnxWriter(graph).write(); });
 }
 

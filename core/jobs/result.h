@@ -46,6 +46,7 @@ struct Error {
 template <typename T>
 class [[nodiscard]] Result {
 public:
+    using value_type = T;
     Result(T value) : m_data(std::in_place_index<0>, std::move(value)) {}
     Result(Error error) : m_data(std::in_place_index<1>, std::move(error)) {}
 
@@ -70,6 +71,7 @@ private:
 template <>
 class [[nodiscard]] Result<void> {
 public:
+    using value_type = void;
     Result() = default;
     Result(Error error) : m_error(std::move(error)) {}
     bool ok() const { return !m_error.has_value(); }

@@ -2,6 +2,7 @@
 
 #include "exec/op_support.h"
 #include "io/json_read.h"
+#include "jobs/guard.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -20,10 +21,8 @@ namespace {
 using ir::OpKind;
 using nlohmann::json;
 
-/// Thrown inside the builders, turned into the Result at the public boundary.
-struct BuildError {
-    Error error;
-};
+/// Thrown inside the builders, turned into the Result at the public boundary (buildGuarded).
+using BuildError = ErrorException;
 
 using exec::detail::shapeText;  // "[2, 3, 28, 28]", as the executor's errors write shapes
 
@@ -1136,23 +1135,21 @@ ir::Graph buildRnn(const Params& c, const std::map<std::string, at::Tensor>& wei
     return std::move(g).value();
 }
 
+/// Builds under the error boundary: a LibTorch error or a JSON value of the wrong type while
+/// building is bad input (the config or the weights do not fit the family).
 template <typename F>
-Result<ir::Graph> guarded(const std::string& path, F&& f)
+Result<ir::Graph> buildGuarded(const std::string& path, F&& f)
 {
-    try {
-        c10::InferenceMode guard;
-        return f();
-    } catch (const BuildError& e) {
-        return e.error;
-    } catch (const c10::Error& e) {
-        return Error::badInput(path, std::string("building the graph failed: ") +
-                                         e.what_without_backtrace());
-    } catch (const std::bad_alloc&) {
-        return Error::runtime("out of memory while building the graph", path);
-    } catch (const nlohmann::json::exception& e) {
-        return Error::badInput(path, std::string("config.json: a value of the wrong type (") +
-                                         e.what() + ")");
-    }
+    return guarded<ir::Graph>(
+        Boundary{.path = path,
+                 .library = ErrorCode::BadInput,
+                 .libraryPrefix = "building the graph failed: ",
+                 .oomWhile = "building the graph",
+                 .jsonWhere = "config.json"},
+        [&] {
+            c10::InferenceMode guard;
+            return f();
+        });
 }
 
 } // namespace
@@ -1161,7 +1158,7 @@ Result<ir::Graph> buildFromHfConfig(const nlohmann::json& config,
                                     const std::map<std::string, at::Tensor>& weights,
                                     const std::string& path)
 {
-    return guarded(path, [&]() -> ir::Graph {
+    return buildGuarded(path, [&]() -> ir::Graph {
         if (!config.is_object())
             throw BuildError{Error::badInput(path, "config.json is not a JSON object")};
         const Params c(config, path, "config.json");
@@ -1184,7 +1181,7 @@ Result<ir::Graph> buildLlamaFromGguf(const nlohmann::json& hparams,
                                      const std::map<std::string, at::Tensor>& weights,
                                      const std::string& path)
 {
-    return guarded(path, [&]() -> ir::Graph {
+    return buildGuarded(path, [&]() -> ir::Graph {
         const Params h(hparams, path, "GGUF metadata");
         LlamaSpec s;
         s.hidden = h.integer("llama.embedding_length");
@@ -1288,7 +1285,7 @@ Result<ir::Graph> buildRnnFromTorch(const nlohmann::json& config,
                                     const std::map<std::string, at::Tensor>& weights,
                                     const std::string& path)
 {
-    return guarded(path, [&]() -> ir::Graph {
+    return buildGuarded(path, [&]() -> ir::Graph {
         if (!config.is_object())
             throw BuildError{Error::badInput(path, "RNN config is not a JSON object")};
         return buildRnn(Params(config, path, "RNN config"), weights, path);

@@ -192,16 +192,16 @@ struct SensitivityCost {
     std::int64_t measuredUnits = 0;   ///< the slice the time was measured on
     bool needsCalibration = false;    ///< the scheme calibrates (or GPTQ / AWQ) first
 
-    /// Evaluation passes of a sweep of `layers` layers.
-    std::int64_t passes(std::int64_t layers) const
+    /// Evaluation passes of a sweep of `swept` layers.
+    std::int64_t passes(std::int64_t swept) const
     {
-        return layers * (byKld ? 2 : 1) + (floatPassNeeded ? 1 : 0);
+        return swept * (byKld ? 2 : 1) + (floatPassNeeded ? 1 : 0);
     }
-    /// Seconds of a sweep of `layers` layers over `units` evaluation units (calibration not
+    /// Seconds of a sweep of `swept` layers over `units` evaluation units (calibration not
     /// included): passes x units x the measured time of one unit.
-    double seconds(std::int64_t layers, std::int64_t units) const
+    double seconds(std::int64_t swept, std::int64_t units) const
     {
-        return static_cast<double>(passes(layers)) * static_cast<double>(units) * secondsPerUnit;
+        return static_cast<double>(passes(swept)) * static_cast<double>(units) * secondsPerUnit;
     }
     /// The sweep as requested.
     double seconds() const { return seconds(layers, evalUnits); }

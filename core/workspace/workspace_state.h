@@ -7,6 +7,7 @@
 
 #include "analysis/metrics.h"
 #include "io/dataset.h"
+#include "jobs/guard.h"
 #include "quant/engine.h"
 #include "quant/scheme.h"
 
@@ -86,18 +87,13 @@ Result<PreparedRun> prepareRun(Workspace& ws, const ResolvedData& data,
                                const quant::Scheme& scheme, bool reuseWhole, Progress& progress,
                                const CancelToken& cancel, const RunRequest* training = nullptr);
 
-/// Runs `body` under the workspace lock, turning exceptions into errors.
+/// Runs `body` under the workspace lock, under the error boundary (jobs/guard.h).
 template <typename Body>
 auto guarded(Workspace& ws, Body body) -> decltype(body())
 {
     std::lock_guard lock(ws.mutex());
-    try {
-        return body();
-    } catch (const std::bad_alloc&) {
-        return Error::runtime("out of memory while quantizing");
-    } catch (const std::exception& e) {
-        return Error::runtime(e.what());
-    }
+    using R = typename decltype(body())::value_type;
+    return bitlens::guarded<R>(Boundary{.libraryPrefix = "", .oomWhile = "quantizing"}, body);
 }
 
 } // namespace detail
