@@ -83,6 +83,9 @@ struct LayerOut {
     std::string format;  // empty: dense (fp16 / bf16)
     json weights;
     json inputActivations;
+    /// int8 weights: the codes they may take ([-128, 127], or [-127, 127] with wrange=127,
+    /// [-64, 64] with reduce-range); null otherwise.
+    json weightCodes;
 };
 
 /// Two E2M1 codes per byte along each row, the even column in the low nibble (compressed-
@@ -149,7 +152,7 @@ Result<LayerOut> exportBlockFormatLayer(const quant::LayerQuant& lq,
 
 Result<LayerOut> exportLayer(const ir::Node& node,
                              const quant::LayerQuant& lq, const std::string& module,
-                             std::map<std::string, at::Tensor>& out, std::string& note)
+                             std::map<std::string, at::Tensor>& out)
 {
     const auto& w = lq.weight;
     const auto& traits = quant::traits(w.type);
@@ -182,10 +185,14 @@ Result<LayerOut> exportLayer(const ir::Node& node,
                   {"actorder", nullptr},
                   {"block_structure", nullptr},
                   {"observer", "minmax"}};
+    // compressed-tensors raises on a row its group size does not divide (exporting::
+    // checkPartialGroups refuses it before anything is written; this is the writer's own guard).
     if (g.kind == Granularity::Kind::PerGroup && view.size(1) % g.groupSize != 0)
-        note = where + ": the last group of each row is shorter (" +
-               std::to_string(view.size(1) % g.groupSize) + " of " + std::to_string(g.groupSize) +
-               "); loaders that assume equal groups may reject it";
+        return Error::unsupported({}, where + " has rows of " + std::to_string(view.size(1)) +
+                                          " inputs, which groups of " +
+                                          std::to_string(g.groupSize) +
+                                          " do not divide; compressed-tensors needs groups that "
+                                          "divide the row");
     const at::Tensor codes = quant::quantize(view, w);
     if (w.type == QuantType::FP8E4M3) {
         lo.format = "float-quantized";
@@ -203,6 +210,10 @@ Result<LayerOut> exportLayer(const ir::Node& node,
         lo.weights["symmetric"] = zeroIsZero;
         if (traits.bits == 8) {
             lo.format = "int-quantized";
+            if (w.type == QuantType::Int8) {
+                const auto [qmin, qmax] = quant::codeRange(w.type, w.range);
+                lo.weightCodes = {qmin, qmax};
+            }
             out[module + ".weight"] = q.to(at::kChar);
             if (!zeroIsZero)
                 out[module + ".weight_zero_point"] = zp.to(at::kChar).contiguous();
@@ -297,6 +308,7 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         std::map<std::string, at::Tensor> tensors;
         std::set<std::string> consumed;  // initializers replaced by quantized tensors
         json layouts = json::object();
+        json weightCodes = json::object();
         // Config groups: one per distinct (format, weights, input activations).
         std::vector<std::pair<json, std::vector<std::string>>> groups;
         std::vector<std::string> ignored;
@@ -336,12 +348,9 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                                                     "its two weights and quantized recurrence");
             if (layouts.contains(module))
                 return Error::unsupported(path, "layers share the module name '" + module + "'");
-            std::string note;
-            auto lo = exportLayer(node, lq, module, tensors, note);
+            auto lo = exportLayer(node, lq, module, tensors);
             if (!lo)
                 return Error::unsupported(path, lo.error().message);
-            if (!note.empty())
-                summary.notes.push_back(note);
             if (lo->format == "pack-quantized" && tensors.count(module + ".weight_zero_point") &&
                 !packedZeroPointNoted) {
                 // Measured with the pinned loaders: transformers 5.23 shapes the zero-point
@@ -367,6 +376,8 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                                {"layout", layout},
                                {"shape", original->sizes().vec()}};
             ++summary.quantizedLayers;
+            if (!lo->weightCodes.is_null())
+                weightCodes[module] = lo->weightCodes;
             if (lo->format.empty())
                 continue;  // fp16 / bf16: a plain dense tensor
             formats.insert(lo->format);
@@ -430,14 +441,21 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         summary.format = formats.empty()        ? "dense"
                          : formats.size() == 1 ? *formats.begin()
                                                : "mixed-precision";
-        const json config = {{"quant_method", "compressed-tensors"},
-                             {"format", summary.format},
-                             {"quantization_status", "compressed"},
-                             {"config_groups", configGroups},
-                             {"ignore", ignored},
-                             {"kv_cache_scheme", nullptr},
-                             {"global_compression_ratio", nullptr},
-                             {"producer", "bitlens " BITLENS_VERSION}};
+        json config = {{"quant_method", "compressed-tensors"},
+                       {"format", summary.format},
+                       {"quantization_status", "compressed"},
+                       {"config_groups", configGroups},
+                       {"ignore", ignored},
+                       {"kv_cache_scheme", nullptr},
+                       {"global_compression_ratio", nullptr},
+                       {"producer", "bitlens " BITLENS_VERSION}};
+        // compressed-tensors' QuantizationArgs has no field for the int8 code range (its
+        // calculate_range is always [-128, 127]; extra fields are forbidden there) and loading
+        // needs none: weight = code * scale for any code. The range the codes were picked in
+        // (wrange=127: [-127, 127]) is declared beside the groups, where QuantizationConfig
+        // ignores unknown keys, module -> [qmin, qmax].
+        if (!weightCodes.empty())
+            config["weight_code_range"] = weightCodes;
         summary.quantizationConfig = config.dump();
         std::map<std::string, std::string> metadata = {
             {"format", "pt"},
