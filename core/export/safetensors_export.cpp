@@ -152,7 +152,7 @@ Result<LayerOut> exportBlockFormatLayer(const quant::LayerQuant& lq,
 
 Result<LayerOut> exportLayer(const ir::Node& node,
                              const quant::LayerQuant& lq, const std::string& module,
-                             std::map<std::string, at::Tensor>& out)
+                             std::map<std::string, at::Tensor>& out, std::string& note)
 {
     const auto& w = lq.weight;
     const auto& traits = quant::traits(w.type);
@@ -185,14 +185,13 @@ Result<LayerOut> exportLayer(const ir::Node& node,
                   {"actorder", nullptr},
                   {"block_structure", nullptr},
                   {"observer", "minmax"}};
-    // compressed-tensors raises on a row its group size does not divide (exporting::
-    // checkPartialGroups refuses it before anything is written; this is the writer's own guard).
+    // compressed-tensors 0.20 raises on a row its group size does not divide: the export front
+    // (exporting::checkPartialGroups) refuses such a model before any writer runs. Called
+    // directly, the writer still writes it, with the last group shorter, and says so.
     if (g.kind == Granularity::Kind::PerGroup && view.size(1) % g.groupSize != 0)
-        return Error::unsupported({}, where + " has rows of " + std::to_string(view.size(1)) +
-                                          " inputs, which groups of " +
-                                          std::to_string(g.groupSize) +
-                                          " do not divide; compressed-tensors needs groups that "
-                                          "divide the row");
+        note = where + ": the last group of each row is shorter (" +
+               std::to_string(view.size(1) % g.groupSize) + " of " + std::to_string(g.groupSize) +
+               "); compressed-tensors refuses to dequantize such a weight";
     const at::Tensor codes = quant::quantize(view, w);
     if (w.type == QuantType::FP8E4M3) {
         lo.format = "float-quantized";
@@ -348,9 +347,12 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                                                     "its two weights and quantized recurrence");
             if (layouts.contains(module))
                 return Error::unsupported(path, "layers share the module name '" + module + "'");
-            auto lo = exportLayer(node, lq, module, tensors);
+            std::string note;
+            auto lo = exportLayer(node, lq, module, tensors, note);
             if (!lo)
                 return Error::unsupported(path, lo.error().message);
+            if (!note.empty())
+                summary.notes.push_back(note);
             if (lo->format == "pack-quantized" && tensors.count(module + ".weight_zero_point") &&
                 !packedZeroPointNoted) {
                 // Measured with the pinned loaders: transformers 5.23 shapes the zero-point

@@ -29,9 +29,10 @@ check "safetensors-partial-group" 4 "$cli" export fashion-cnn --scheme w4-int4:g
   --format safetensors --out "$tmp/partial.safetensors"
 expect "safetensors-partial-message" grep -qE "weight '[^']+' \(layer '[^']+'\) has rows of [0-9]+ inputs, which groups of 24 do not divide" "$tmp/err"
 expect "safetensors-partial-nothing-written" test -z "$(ls -A "$tmp" | grep -v '^out$\|^err$')"
+mkdir "$tmp/hf-folder"
 check "safetensors-partial-folder" 4 "$cli" export fashion-cnn --scheme w4-int4:group=24 \
-  --format safetensors --out "$tmp/new-folder/"
-expect "safetensors-partial-no-folder" test ! -e "$tmp/new-folder"
+  --format safetensors --out "$tmp/hf-folder"
+expect "safetensors-partial-folder-empty" test -z "$(ls -A "$tmp/hf-folder")"
 
 # ONNX keeps the shorter last block; --verify asks onnxruntime too.
 check "onnx-partial-group" 0 "$cli" export fashion-cnn --scheme w4-int4:group=24 --format onnx \
