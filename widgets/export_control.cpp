@@ -144,6 +144,13 @@ void ExportController::chooseExport()
     dialog->setAdvice([run](const QString& format) {
         return QString::fromStdString(exportAdvice(run, format.toStdString()));
     });
+    dialog->setInteropOptions([run](const QString& format) {
+        QStringList lines;
+        for (const std::string& line :
+             bitlens::widgets::exportInteropOptions(run, format.toStdString()))
+            lines << QString::fromStdString(line);
+        return lines;
+    });
     // The format the run implies: the one chosen last time when it can hold the scheme, else
     // the first that can (a gguf-* scheme: GGUF, the only format of ggml's block types).
     const auto holds = [&run](const QString& format) {

@@ -93,12 +93,24 @@ ExportDialog::ExportDialog(const QString& run, const QString& path, FormatCheck 
         "QLabel { background: #eef4fb; border: 1px solid #a8c4e0; border-radius: 3px; "
         "padding: 6px; }"));
     m_adviceLabel->hide();
+    m_interopLabel = new QLabel;
+    m_interopLabel->setObjectName(QStringLiteral("exportInterop"));
+    m_interopLabel->setWordWrap(true);
+    m_interopLabel->setTextFormat(Qt::PlainText);
+    m_interopLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_interopLabel->setToolTip(tr("How the file meets the runtime that loads it. wrange and "
+                                  "reduce-range are scheme options of the run "
+                                  "(SCHEME:wrange=127,reduce-range=true; reduce-range is also "
+                                  "the Quantize panel's 7-bit box); the partial-group rule "
+                                  "belongs to the format."));
+    m_interopLabel->hide();
 
     auto* form = new QFormLayout;
     form->addRow(tr("Run:"), runLabel);
     form->addRow(tr("Format:"), m_format);
     form->addRow(tr("File:"), pathRow);
     form->addRow(QString(), m_verify);
+    form->addRow(tr("Interop options:"), m_interopLabel);
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel);
     m_exportButton = buttons->addButton(tr("Export"), QDialogButtonBox::AcceptRole);
@@ -152,7 +164,16 @@ void ExportDialog::onFormatChanged()
     m_advice = m_problem.isEmpty() && m_adviceCheck ? m_adviceCheck(chosen) : QString();
     m_adviceLabel->setText(m_advice.isEmpty() ? QString() : tr("Note: %1.").arg(m_advice));
     m_adviceLabel->setVisible(!m_advice.isEmpty());
+    m_interop = m_interopSource ? m_interopSource(chosen) : QStringList();
+    m_interopLabel->setText(m_interop.join(QLatin1Char('\n')));
+    m_interopLabel->setVisible(!m_interop.isEmpty());
     updateState();
+}
+
+void ExportDialog::setInteropOptions(FormatLines options)
+{
+    m_interopSource = std::move(options);
+    onFormatChanged();
 }
 
 void ExportDialog::setAdvice(FormatCheck advice)

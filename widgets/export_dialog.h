@@ -57,6 +57,13 @@ public:
     void setAdvice(FormatCheck advice);
     /// The advice shown for the chosen format ("" when none).
     QString advice() const { return m_advice; }
+    /// The interop options of a format, one line each (workspace::exportInteropOptions):
+    /// "wrange = 128 (default 128): ...", "reduce-range = false (default false): ...",
+    /// "partial groups: ...". Shown under "Interop options" and followed on a format change.
+    using FormatLines = std::function<QStringList(const QString& format)>;
+    void setInteropOptions(FormatLines options);
+    /// The interop option lines shown for the chosen format (empty when none were given).
+    QStringList interopOptions() const { return m_interop; }
     /// The Export button (disabled while the format cannot hold the scheme or no file is set).
     QPushButton* exportButton() const { return m_exportButton; }
 
@@ -75,6 +82,9 @@ private:
     FormatCheck m_adviceCheck;
     QString m_advice;
     QLabel* m_adviceLabel = nullptr;
+    FormatLines m_interopSource;
+    QStringList m_interop;
+    QLabel* m_interopLabel = nullptr;
     QString m_lastFormat;
 };
 

@@ -65,6 +65,13 @@ inline std::string exportAdvice(const QuantRequest& run, const std::string& form
 {
     return workspace::exportAdvice(run, format);
 }
+/// The interop options of exporting `run` to `format`, one line each
+/// (workspace::exportInteropOptions).
+inline std::vector<std::string> exportInteropOptions(const QuantRequest& run,
+                                                     const std::string& format)
+{
+    return workspace::exportInteropOptions(run, format);
+}
 /// The scheme string and layer overrides a report.json's run ran with.
 Result<QuantRequest> runOfReport(const nlohmann::json& report);
 

@@ -19,6 +19,31 @@ constexpr const char* kExportUsage =
     "export MODEL --scheme SCHEME --format onnx|gguf|safetensors --out FILE [--verify] "
     "[--calib DATA] [--eval DATA] [--limit N] [--report FILE.json] [--json]";
 
+/// `export --help`: the usage, then the interop options with their defaults and each format's
+/// rule for groups that do not divide a row, in the core's words (exporting::interopOptions).
+void printExportHelp()
+{
+    std::printf("usage: bitlens-cli %s\n\n", kExportUsage);
+    std::printf("Writes the quantized model: --format onnx (QDQ), safetensors (compressed-tensors, "
+                "a file or a\nHugging Face folder), gguf (llama models, the gguf-* presets). "
+                "--verify reloads the file and\nruns it next to the in-app model.\n\n");
+    std::printf("Interop options (scheme options, e.g. static-int8:wrange=127,reduce-range=true), "
+                "with their defaults:\n");
+    const auto options = exporting::interopOptions(exporting::ExportFormat::Onnx);
+    for (const auto& o : options)
+        if (o.key != "partial groups")
+            std::printf("  %s=%s (default)\n      %s\n", o.key.c_str(), o.defaultValue.c_str(),
+                        o.meaning.c_str());
+    std::printf("  partial groups (a row its group size does not divide), per format:\n");
+    for (auto format : {exporting::ExportFormat::Onnx, exporting::ExportFormat::Safetensors,
+                        exporting::ExportFormat::Gguf})
+        std::printf("    %-12s %s\n", exporting::formatName(format).c_str(),
+                    exporting::partialGroupRule(format).c_str());
+    std::printf("\nexit codes: 0 ok, 2 usage, 3 bad input, 4 unsupported model, op or layout "
+                "(refused before\nanything is written), 5 runtime failure (a failed --verify "
+                "included)\n");
+}
+
 void removeExported(const json& exported)
 {
     std::error_code ec;
@@ -63,6 +88,10 @@ int exportQuantized(const Args& args, workspace::Workspace& ws, const workspace:
 
 int cmdExport(const Args& args)
 {
+    if (args.has("--help")) {
+        printExportHelp();
+        return 0;
+    }
     if (auto r = requireScheme(args, kExportUsage); !r)
         return fail(r.error());
     if (!args.has("--out"))

@@ -52,7 +52,9 @@ commands:
                                      write the quantized model (ONNX QDQ: static-int8,
                                      dynamic-int8, w4-int4, static-w4a8, smoothquant-int8;
                                      GGUF: llama models with the gguf-* presets);
-                                     --verify reloads it and compares with the in-app model
+                                     --verify reloads it and compares with the in-app model;
+                                     export --help: the interop options (wrange, reduce-range,
+                                     partial groups) with their defaults
   plan MODEL|PRESET|config.json [--precision P] [--kv-precision P] [--act-precision P]
        [--use inference|finetune|lora|qlora] [--batch N] [--context N] [--rank N]
        [--checkpointing] [--gpu CARD] [--cards FILE] [--json]
@@ -103,6 +105,11 @@ int dispatch(int argc, char** argv)
     auto args = parseArgs(argc, argv, 2);
     if (!args)
         return fail(args.error());
+    // export has its own --help (its interop options); the others print the overview.
+    if (args->has("--help") && command != "export") {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
     if (command == "zoo")
         return cmdZoo(*args);
     if (command == "info")

@@ -165,6 +165,128 @@ Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format)
     return notYet(format);
 }
 
+std::string partialGroupRule(ExportFormat format)
+{
+    switch (format) {
+    case ExportFormat::Onnx:
+        return "int4 / int8 groups that do not divide a row: kept, the last block shorter "
+               "(DequantizeLinear block_size, opset 21; onnxruntime gives the same values)";
+    case ExportFormat::Safetensors:
+        return "int4 / int8 groups that do not divide a row: refused before writing "
+               "(compressed-tensors needs groups that divide the row); pick a group that "
+               "divides it or keep the layer float";
+    case ExportFormat::Gguf:
+        return "blocks that do not divide a row: that tensor falls back to a type whose block "
+               "divides it, as llama-quantize does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16); "
+               "MXFP4 is refused before writing";
+    }
+    return {};
+}
+
+std::vector<InteropOption> interopOptions(ExportFormat format, const quant::Scheme* scheme)
+{
+    const quant::LayerConfig defaults;
+    const quant::LayerConfig& c = scheme ? scheme->config : defaults;
+    std::vector<InteropOption> options;
+    options.push_back(
+        {"wrange", std::to_string(c.weightRange), std::to_string(defaults.weightRange),
+         "int8 weight codes: 128 = [-128, 127] (PyTorch's observers), 127 = [-127, 127] with "
+         "scale max|w| / 127 (TensorRT, onnxruntime's symmetric quantizer); scheme option "
+         "wrange=127|128"});
+    options.push_back(
+        {"reduce-range", c.reduceRange ? "true" : "false", defaults.reduceRange ? "true" : "false",
+         "7-bit int8 weights [-64, 64] for CPUs without VNNI (onnxruntime's reduce_range: its "
+         "u8 x s8 kernels cannot saturate; BitLens runs the exact vpmaddubsw tile); scheme "
+         "option reduce-range=true"});
+    const std::string rule = partialGroupRule(format);
+    options.push_back({"partial groups", rule, rule,
+                       "what " + formatName(format) +
+                           " does with a weight row its group size does not divide, checked "
+                           "before anything is written"});
+    return options;
+}
+
+std::vector<std::string> interopOptionLines(ExportFormat format, const quant::Scheme* scheme)
+{
+    std::vector<std::string> lines;
+    for (const InteropOption& o : interopOptions(format, scheme)) {
+        if (o.key == "partial groups")
+            lines.push_back(o.key + ": " + o.value);
+        else
+            lines.push_back(o.key + " = " + o.value + " (default " + o.defaultValue + "): " +
+                            o.meaning);
+    }
+    return lines;
+}
+
+namespace {
+
+/// The largest group size from 2 up to `group` that divides `inputs`, 0 when none does.
+std::int64_t dividingGroup(std::int64_t inputs, std::int64_t group)
+{
+    for (std::int64_t g = std::min(group, inputs); g >= 2; --g)
+        if (inputs % g == 0)
+            return g;
+    return 0;
+}
+
+} // namespace
+
+Result<void> checkPartialGroups(const ir::Graph& graph,
+                                const std::map<std::string, quant::LayerConfig>& layers,
+                                ExportFormat format, const std::string& path)
+{
+    if (format == ExportFormat::Onnx)
+        return {};
+    for (const auto& node : graph.nodes) {
+        const auto it = layers.find(node.name);
+        if (it == layers.end() || it->second.keepFloat || it->second.ggmlType)
+            continue;  // float, or a gguf-* type with llama.cpp's fallback (ggmlTypeForRow)
+        if (node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU || node.inputs.size() < 2)
+            continue;  // refused by checkExportableModel
+        const quant::LayerConfig& c = it->second;
+        const quant::QuantTypeTraits& t = quant::traits(c.weightType);
+        std::int64_t group = 0;
+        if (quant::isBlockFormat(t))
+            group = t.blockSize;
+        else if (c.weightGranularity.kind == quant::Granularity::Kind::PerGroup)
+            group = c.weightGranularity.groupSize;
+        const at::Tensor* w = graph.initializer(node.inputs[1]);
+        if (group <= 0 || w == nullptr)
+            continue;
+        const std::int64_t inputs = quant::weightView(node, *w).size(1);
+        if (inputs % group == 0)
+            continue;
+        const std::string what =
+            "weight '" + node.inputs[1] + "' (layer '" + node.name + "') has rows of " +
+            std::to_string(inputs) + " inputs, which " +
+            (quant::isBlockFormat(t) ? std::string(t.name) + " blocks of "
+                                     : std::string("groups of ")) +
+            std::to_string(group) + " do not divide (the last would hold " +
+            std::to_string(inputs % group) + ")";
+        if (format == ExportFormat::Safetensors) {
+            const std::int64_t fits = dividingGroup(inputs, group);
+            return Error::unsupported(
+                path, "cannot export to safetensors: " + what +
+                          "; compressed-tensors refuses a shorter last group (\"tensor column "
+                          "shape must be divisble by the given group_size\"). Nothing was "
+                          "written. " +
+                          (quant::isBlockFormat(t) || fits == 0
+                               ? std::string("Keep the layer float with an override")
+                               : "Use group=" + std::to_string(fits) +
+                                     " (it divides the row), keep the layer float with an "
+                                     "override") +
+                          ", or export to ONNX, whose blocked DequantizeLinear holds it");
+        }
+        if (format == ExportFormat::Gguf && quant::isBlockFormat(t))
+            return Error::unsupported(path, "cannot export to gguf: " + what +
+                                                "; a GGUF tensor holds whole blocks only. "
+                                                "Nothing was written. Keep the layer float "
+                                                "with an override");
+    }
+    return {};
+}
+
 Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& scheme,
                                   ExportFormat format, const std::string& modelPath)
 {
@@ -177,7 +299,10 @@ Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& s
                                                           ? std::string("not a built language "
                                                                         "model")
                                                           : "'" + type->second + "'"));
-        return {};
+        auto plan = quant::makePlan(graph, scheme);
+        if (!plan)
+            return plan.error();
+        return checkPartialGroups(graph, plan->layers, format, modelPath);
     }
     if (format == ExportFormat::Safetensors) {
         // The graph reads Phi-3's fused qkv_proj / gate_up_proj as row slices under llama's
@@ -212,7 +337,7 @@ Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& s
                                                          : "compressed-tensors has no layout for") +
                            " (keep it float with an override)");
     }
-    return {};
+    return checkPartialGroups(graph, plan->layers, format, modelPath);
 }
 
 Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportFormat format,
@@ -223,6 +348,14 @@ Result<ExportResult> exportModel(const quant::QuantizedModel& model, ExportForma
         Error e = checkExportable(model.scheme, format).error();
         e.path = path;
         return e;
+    }
+    {
+        // Before anything is written: a group the format cannot hold is refused here.
+        std::map<std::string, quant::LayerConfig> configs;
+        for (const auto& [name, lq] : model.layers)
+            configs[name] = lq.config;
+        if (auto r = checkPartialGroups(model.graph, configs, format, path); !r)
+            return r.error();
     }
     if (format == ExportFormat::Gguf) {
         auto written = writeGguf(model, path, source, progress, cancel);

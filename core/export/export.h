@@ -13,6 +13,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,41 @@ Result<void> checkExportable(const quant::Scheme& scheme, ExportFormat format);
 Result<void> checkExportableModel(const ir::Graph& graph, const quant::Scheme& scheme,
                                   ExportFormat format, const std::string& modelPath = {});
 
+/// What `format` does with a quantized weight whose rows the group (block) size does not
+/// divide, in one sentence (the export dialog and `export --help` show it). ONNX keeps the
+/// shorter last block; safetensors refuses; GGUF falls back as llama.cpp's quantizer does.
+std::string partialGroupRule(ExportFormat format);
+/// An option that decides how an exported file meets the runtime that loads it, as the export
+/// dialog and `bitlens-cli export --help` list them.
+struct InteropOption {
+    std::string key;           ///< the scheme option ("wrange", "reduce-range") or "partial groups"
+    std::string value;         ///< the scheme's value; for partial groups, the format's rule
+    std::string defaultValue;  ///< the default ("128", "false"; partial groups: the rule)
+    std::string meaning;       ///< one sentence: what it changes, and for which runtime
+};
+/// The interop options of `format`: int8 weight range (wrange=127|128, default 128), 7-bit
+/// weights for CPUs without VNNI (reduce-range, default false), and what `format` does with a
+/// group that does not divide a row (partialGroupRule). Values are `scheme`'s (its global
+/// configuration), or the defaults where `scheme` is null.
+std::vector<InteropOption> interopOptions(ExportFormat format,
+                                          const quant::Scheme* scheme = nullptr);
+/// The options as text lines, "wrange = 128 (default 128): ...", one per option.
+std::vector<std::string> interopOptionLines(ExportFormat format,
+                                            const quant::Scheme* scheme = nullptr);
+/// Checks, before anything is written, each quantized layer of `layers` (layer -> its
+/// configuration) whose weight rows [out, in] its group or block size does not divide:
+///  - ONNX: kept. DequantizeLinear's blocked form (opset 21) takes ceil(in / B) scales, the
+///    last block shorter, the same arithmetic as the in-app model (engine.cpp: the last block
+///    of a row has its own range); onnxruntime 1.32 gives the same values.
+///  - safetensors: Unsupported. compressed-tensors 0.20 raises "tensor column shape must be
+///    divisble by the given group_size" when it (de)quantizes such a weight, and padding the
+///    columns would change the layer's shape that transformers builds the module with.
+///  - GGUF: the gguf-* presets keep the tensor in a type whose block divides the row
+///    (quant::ggmlTypeForRow, as llama-quantize's fallback); MXFP4 has none: Unsupported.
+/// The message names the weight tensor, its row length, the group size and what to do.
+Result<void> checkPartialGroups(const ir::Graph& graph,
+                                const std::map<std::string, quant::LayerConfig>& layers,
+                                ExportFormat format, const std::string& path = {});
 /// Where the model came from, for writers that carry more than the graph (GGUF: general.name
 /// and the tokenizer).
 struct ExportSource {

@@ -83,6 +83,9 @@ struct LayerOut {
     std::string format;  // empty: dense (fp16 / bf16)
     json weights;
     json inputActivations;
+    /// int8 weights: the codes they may take ([-128, 127], or [-127, 127] with wrange=127,
+    /// [-64, 64] with reduce-range); null otherwise.
+    json weightCodes;
 };
 
 /// Two E2M1 codes per byte along each row, the even column in the low nibble (compressed-
@@ -182,10 +185,13 @@ Result<LayerOut> exportLayer(const ir::Node& node,
                   {"actorder", nullptr},
                   {"block_structure", nullptr},
                   {"observer", "minmax"}};
+    // compressed-tensors 0.20 raises on a row its group size does not divide: the export front
+    // (exporting::checkPartialGroups) refuses such a model before any writer runs. Called
+    // directly, the writer still writes it, with the last group shorter, and says so.
     if (g.kind == Granularity::Kind::PerGroup && view.size(1) % g.groupSize != 0)
         note = where + ": the last group of each row is shorter (" +
                std::to_string(view.size(1) % g.groupSize) + " of " + std::to_string(g.groupSize) +
-               "); loaders that assume equal groups may reject it";
+               "); compressed-tensors refuses to dequantize such a weight";
     const at::Tensor codes = quant::quantize(view, w);
     if (w.type == QuantType::FP8E4M3) {
         lo.format = "float-quantized";
@@ -203,6 +209,10 @@ Result<LayerOut> exportLayer(const ir::Node& node,
         lo.weights["symmetric"] = zeroIsZero;
         if (traits.bits == 8) {
             lo.format = "int-quantized";
+            if (w.type == QuantType::Int8) {
+                const auto [qmin, qmax] = quant::codeRange(w.type, w.range);
+                lo.weightCodes = {qmin, qmax};
+            }
             out[module + ".weight"] = q.to(at::kChar);
             if (!zeroIsZero)
                 out[module + ".weight_zero_point"] = zp.to(at::kChar).contiguous();
@@ -297,6 +307,7 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         std::map<std::string, at::Tensor> tensors;
         std::set<std::string> consumed;  // initializers replaced by quantized tensors
         json layouts = json::object();
+        json weightCodes = json::object();
         // Config groups: one per distinct (format, weights, input activations).
         std::vector<std::pair<json, std::vector<std::string>>> groups;
         std::vector<std::string> ignored;
@@ -367,6 +378,8 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                                {"layout", layout},
                                {"shape", original->sizes().vec()}};
             ++summary.quantizedLayers;
+            if (!lo->weightCodes.is_null())
+                weightCodes[module] = lo->weightCodes;
             if (lo->format.empty())
                 continue;  // fp16 / bf16: a plain dense tensor
             formats.insert(lo->format);
@@ -430,14 +443,21 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
         summary.format = formats.empty()        ? "dense"
                          : formats.size() == 1 ? *formats.begin()
                                                : "mixed-precision";
-        const json config = {{"quant_method", "compressed-tensors"},
-                             {"format", summary.format},
-                             {"quantization_status", "compressed"},
-                             {"config_groups", configGroups},
-                             {"ignore", ignored},
-                             {"kv_cache_scheme", nullptr},
-                             {"global_compression_ratio", nullptr},
-                             {"producer", "bitlens " BITLENS_VERSION}};
+        json config = {{"quant_method", "compressed-tensors"},
+                       {"format", summary.format},
+                       {"quantization_status", "compressed"},
+                       {"config_groups", configGroups},
+                       {"ignore", ignored},
+                       {"kv_cache_scheme", nullptr},
+                       {"global_compression_ratio", nullptr},
+                       {"producer", "bitlens " BITLENS_VERSION}};
+        // compressed-tensors' QuantizationArgs has no field for the int8 code range (its
+        // calculate_range is always [-128, 127]; extra fields are forbidden there) and loading
+        // needs none: weight = code * scale for any code. The range the codes were picked in
+        // (wrange=127: [-127, 127]) is declared beside the groups, where QuantizationConfig
+        // ignores unknown keys, module -> [qmin, qmax].
+        if (!weightCodes.empty())
+            config["weight_code_range"] = weightCodes;
         summary.quantizationConfig = config.dump();
         std::map<std::string, std::string> metadata = {
             {"format", "pt"},

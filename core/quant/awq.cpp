@@ -15,11 +15,11 @@ struct Rounded {
 };
 
 Rounded roundToNearest(const at::Tensor& w, QuantType type, bool symmetric,
-                       const Granularity& g, bool reduceRange)
+                       const Granularity& g, CodeRange range)
 {
     auto [lo, hi] = blockMinMax(w, g);
     Rounded r;
-    r.params = chooseQParams(lo, hi, type, symmetric, g, reduceRange);
+    r.params = chooseQParams(lo, hi, type, symmetric, g, range);
     r.weight = fakeQuantize(w, r.params);
     return r;
 }
@@ -34,7 +34,7 @@ double layerError(const at::Tensor& w, const at::Tensor& q, const at::Tensor& h)
 
 Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessian,
                               const at::Tensor& xMean, QuantType type, bool symmetric,
-                              const Granularity& granularity, bool reduceRange,
+                              const Granularity& granularity, CodeRange range,
                               const AwqOptions& options)
 {
     if (weight.dim() != 2 || hessian.dim() != 2 || hessian.size(0) != weight.size(1) ||
@@ -55,7 +55,7 @@ Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessia
 
     AwqResult result;
     result.lossRtn =
-        layerError(w, roundToNearest(w, type, symmetric, granularity, reduceRange).weight, h);
+        layerError(w, roundToNearest(w, type, symmetric, granularity, range).weight, h);
 
     // Duo scaling: the mean over rows of |w| relative to its group's max |w|.
     const at::Tensor wAbs = w.abs().reshape({rows, groups, groupSize});
@@ -69,7 +69,7 @@ Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessia
         at::Tensor s = (x.pow(ratio) / (wMean.pow(1.0 - ratio) + 1e-4)).clamp_min(1e-4);
         s = s / (s.max() * s.min()).sqrt();
         const at::Tensor q =
-            roundToNearest(w * s, type, symmetric, granularity, reduceRange).weight / s;
+            roundToNearest(w * s, type, symmetric, granularity, range).weight / s;
         const double loss = layerError(w, q, h);
         if (loss < best) {
             best = loss;
@@ -104,7 +104,7 @@ Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessia
                                                           static_cast<double>(options.grid));
                 const at::Tensor cur = at::clamp(wg, -mv, mv);
                 const at::Tensor q = roundToNearest(cur, type, symmetric,
-                                                    Granularity::perChannel(0), reduceRange)
+                                                    Granularity::perChannel(0), range)
                                          .weight;
                 const at::Tensor d = wg.to(at::kDouble) - q.to(at::kDouble);
                 const at::Tensor err = (d.matmul(hg) * d).sum(1) / 2.0;
@@ -118,7 +118,7 @@ Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessia
         }
         scaled = clipped;
     }
-    Rounded final = roundToNearest(scaled, type, symmetric, granularity, reduceRange);
+    Rounded final = roundToNearest(scaled, type, symmetric, granularity, range);
     result.weight = final.weight;
     result.params = final.params;
     result.loss = layerError(w, final.weight / bestScales, h);

@@ -51,7 +51,7 @@ struct AwqResult {
 /// Runtime error on mismatched shapes.
 Result<AwqResult> awqQuantize(const at::Tensor& weight, const at::Tensor& hessian,
                               const at::Tensor& xMean, QuantType type, bool symmetric,
-                              const Granularity& granularity, bool reduceRange,
+                              const Granularity& granularity, CodeRange range,
                               const AwqOptions& options);
 
 } // namespace bitlens::quant

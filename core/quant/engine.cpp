@@ -150,7 +150,7 @@ QParams dynamicQParams(const at::Tensor& x, const LayerConfig& c)
         const at::Tensor rows = actRows(x);
         const Granularity g = Granularity::perGroup(1, c.actGranularity.groupSize);
         auto [lo, hi] = blockMinMax(rows, g);
-        return chooseQParams(lo, hi, c.actType, true, g, false, c.mxScale);
+        return chooseQParams(lo, hi, c.actType, true, g, CodeRange::Full, c.mxScale);
     }
     if (c.actGranularity.kind == Granularity::Kind::PerToken && x.dim() >= 2 && x.dim() <= 3) {
         auto [lo, hi] = blockMinMax(x.reshape({-1, x.size(-1)}), Granularity::perToken());
@@ -245,7 +245,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
     lq.weightGranularity = g;
     auto [lo, hi] = blockMinMax(view, g);
     lq.weight = chooseQParams(lo, hi, config.weightType, config.weightSymmetric, g,
-                              config.reduceRange, config.mxScale);
+                              config.weightCodeRange(), config.mxScale);
     const std::int64_t scaleCount = lq.weight.scale.numel();
     // Double quantization is bitsandbytes' step for NF4 (a layer overridden to another type
     // keeps its own scales).
@@ -276,7 +276,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
                        std::string("AWQ needs groups that divide the row; rounded to nearest");
         } else {
             auto awq = awqQuantize(view, hessian, xMean, config.weightType,
-                                   config.weightSymmetric, g, config.reduceRange, options);
+                                   config.weightSymmetric, g, config.weightCodeRange(), options);
             if (!awq)
                 return Error{awq.error().code,
                              "layer '" + node.name + "': " + awq.error().message, {},
@@ -286,7 +286,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
             lq.smooth = awq->scales.to(weight.device());
             lq.weightFloat = weight * channelShapeForWeight(node, lq.smooth, weight);
             lq.weight = awq->params;
-            lq.weight.reduceRange = config.reduceRange;
+            lq.weight.range = config.weightCodeRange();
             lq.weightFq = weightUnview(node, awq->weight.to(weight.device()), weight).contiguous();
             lq.method = "awq";
             lq.codesFromFq = true;
@@ -303,14 +303,14 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
         options.damp = config.gptqDamp;
         options.actOrder = config.gptqActOrder;
         auto gptq = gptqQuantize(view, hessian, config.weightType, config.weightSymmetric, g,
-                                 config.reduceRange, options);
+                                 config.weightCodeRange(), options);
         if (!gptq)
             return Error{gptq.error().code, "layer '" + node.name + "': " + gptq.error().message,
                          {}, std::nullopt};
         lq.methodLossRtn = hessianError(view, weightView(node, lq.weightFq), hessian);
         lq.methodLoss = hessianError(view, gptq->weight, hessian);
         lq.weight = gptq->params;
-        lq.weight.reduceRange = config.reduceRange;
+        lq.weight.range = config.weightCodeRange();
         lq.weightFq = weightUnview(node, gptq->weight.to(weight.device()), weight).contiguous();
         lq.method = "gptq";
         lq.codesFromFq = true;

@@ -12,10 +12,10 @@ namespace bitlens::quant {
 namespace {
 
 /// Per-row qparams of a column slice [rows, n] (what one group's scale and zero point are).
-QParams rowParams(const at::Tensor& slice, QuantType type, bool symmetric, bool reduceRange)
+QParams rowParams(const at::Tensor& slice, QuantType type, bool symmetric, CodeRange range)
 {
     auto [lo, hi] = blockMinMax(slice, Granularity::perChannel(0));
-    return chooseQParams(lo, hi, type, symmetric, Granularity::perChannel(0), reduceRange);
+    return chooseQParams(lo, hi, type, symmetric, Granularity::perChannel(0), range);
 }
 
 /// One column [rows] rounded with per-row qparams, dequantized.
@@ -48,7 +48,7 @@ double hessianError(const at::Tensor& weight, const at::Tensor& q, const at::Ten
 
 Result<GptqResult> gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian,
                                 QuantType type, bool symmetric, const Granularity& granularity,
-                                bool reduceRange, const GptqOptions& options)
+                                CodeRange range, const GptqOptions& options)
 {
     if (weight.dim() != 2 || hessian.dim() != 2 || hessian.size(0) != weight.size(1) ||
         hessian.size(1) != weight.size(1))
@@ -72,7 +72,7 @@ Result<GptqResult> gptqQuantize(const at::Tensor& weight, const at::Tensor& hess
     const std::int64_t groups = grouped ? (cols + groupSize - 1) / groupSize : 1;
     std::vector<QParams> groupParams(static_cast<std::size_t>(groups));
     if (!grouped)
-        groupParams[0] = rowParams(W, type, symmetric, reduceRange);
+        groupParams[0] = rowParams(W, type, symmetric, range);
 
     // Inputs that never fired: nothing to reconstruct, and H would be singular.
     const at::Tensor dead = H.diagonal() == 0;
@@ -85,7 +85,7 @@ Result<GptqResult> gptqQuantize(const at::Tensor& weight, const at::Tensor& hess
         for (std::int64_t g = 0; g < groups; ++g)
             groupParams[static_cast<std::size_t>(g)] =
                 rowParams(W.slice(1, g * groupSize, std::min(cols, (g + 1) * groupSize)), type,
-                          symmetric, reduceRange);
+                          symmetric, range);
 
     at::Tensor perm;
     std::vector<std::int64_t> order(static_cast<std::size_t>(cols));
@@ -135,7 +135,7 @@ Result<GptqResult> gptqQuantize(const at::Tensor& weight, const at::Tensor& hess
                         // are in W1 only.
                         const std::int64_t g = (i1 + i) / groupSize;
                         current = rowParams(W.slice(1, i1 + i, std::min(cols, i1 + i + groupSize)),
-                                            type, symmetric, reduceRange);
+                                            type, symmetric, range);
                         groupParams[static_cast<std::size_t>(g)] = current;
                     }
                 } else {

@@ -45,7 +45,7 @@ struct GptqResult {
 /// dampening (Runtime, saying to raise damp=), a shape mismatch (Runtime).
 Result<GptqResult> gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian,
                                 QuantType type, bool symmetric, const Granularity& granularity,
-                                bool reduceRange, const GptqOptions& options);
+                                CodeRange range, const GptqOptions& options);
 
 /// The layer output error that a rounded weight `q` leaves on the calibration data, from the
 /// Hessian: tr((W - Q) H (W - Q)^T) / 2 = ||(W - Q) X||^2 / N. Used to show what GPTQ gained

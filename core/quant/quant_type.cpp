@@ -516,41 +516,60 @@ std::string Granularity::describe() const
     return "unknown";
 }
 
-bool supportsReduceRange(QuantType type)
+const char* codeRangeName(CodeRange range)
 {
-    return type == QuantType::Int8 || type == QuantType::UInt8;
+    switch (range) {
+    case CodeRange::Full: return "full";
+    case CodeRange::Narrow: return "narrow";
+    case CodeRange::Reduced: return "reduced";
+    }
+    return "?";
 }
 
-std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, bool reduceRange)
+bool supportsCodeRange(QuantType type, CodeRange range)
+{
+    switch (range) {
+    case CodeRange::Full: return true;
+    case CodeRange::Narrow: return type == QuantType::Int8;
+    case CodeRange::Reduced: return type == QuantType::Int8 || type == QuantType::UInt8;
+    }
+    return false;
+}
+
+std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, CodeRange range)
 {
     const QuantTypeTraits& t = traits(type);
-    if (!reduceRange)
+    if (range == CodeRange::Full)
         return {t.qmin, t.qmax};
-    TORCH_CHECK(supportsReduceRange(type), "reduce-range applies to int8 and uint8, not ",
+    TORCH_CHECK(supportsCodeRange(type, range),
+                range == CodeRange::Reduced ? "reduce-range applies to int8 and uint8, not "
+                                            : "wrange=127 applies to int8, not ",
                 std::string(t.name));
+    if (range == CodeRange::Narrow)
+        return {-127, 127};
     return type == QuantType::Int8 ? std::pair<std::int64_t, std::int64_t>{-64, 64}
                                    : std::pair<std::int64_t, std::int64_t>{0, 127};
 }
 
 namespace {
 
-/// The traits of qparams' type with its code range (reduceRange applied).
-QuantTypeTraits rangedTraits(QuantType type, bool reduceRange)
+/// The traits of qparams' type with its code range applied.
+QuantTypeTraits rangedTraits(QuantType type, CodeRange range)
 {
     QuantTypeTraits t = traits(type);
-    std::tie(t.qmin, t.qmax) = codeRange(type, reduceRange);
+    std::tie(t.qmin, t.qmax) = codeRange(type, range);
     return t;
 }
 
 } // namespace
 
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity, bool reduceRange,
+                      bool symmetric, const Granularity& granularity, CodeRange range,
                       MxScaleMode scaleMode)
 {
     TORCH_CHECK(minVal.sizes() == maxVal.sizes(), "min has shape ", minVal.sizes(),
                 " but max has shape ", maxVal.sizes());
-    const QuantTypeTraits t = rangedTraits(type, reduceRange);
+    const QuantTypeTraits t = rangedTraits(type, range);
     const at::Device device = minVal.device();
     // On the CPU in float32, operation by operation as PyTorch's observers compute it (CUDA
     // would divide by a scalar as a multiplication by its reciprocal). NaN bounds count as 0.
@@ -560,7 +579,8 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
     const at::Tensor lo = bound(minVal);
     const at::Tensor hi = bound(maxVal);
     if (isBlockFormat(t)) {
-        TORCH_CHECK(!reduceRange, "reduce-range applies to int8 and uint8, not ", std::string(t.name));
+        TORCH_CHECK(range == CodeRange::Full, "reduce-range and wrange=127 apply to int8, not ",
+                    std::string(t.name));
         QParams q = blockFormatQParams(lo, hi, t, granularity, scaleMode);
         for (at::Tensor* p : {&q.scale, &q.zeroPoint, &q.codeScale, &q.codeMultiplier, &q.blockScale})
             if (p->defined())
@@ -572,7 +592,7 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
     qparams.type = type;
     qparams.granularity = granularity;
     qparams.symmetric = t.family != TypeFamily::Integer || symmetric;
-    qparams.reduceRange = reduceRange;
+    qparams.range = range;
     at::Tensor scale;
     at::Tensor zeroPoint = at::zeros(lo.sizes(), at::kLong);
 
@@ -589,7 +609,7 @@ QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantT
                 // PyTorch: 128 for quint8's own range, the rounded-down midpoint (7 for
                 // [0, 15]) for a customised one.
                 const std::int64_t zp =
-                    type == QuantType::UInt8 && !reduceRange ? 128 : (t.qmin + t.qmax) / 2;
+                    type == QuantType::UInt8 && range == CodeRange::Full ? 128 : (t.qmin + t.qmax) / 2;
                 zeroPoint.fill_(zp);
             }
         } else {
@@ -635,9 +655,9 @@ std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granula
 }
 
 ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bool symmetric,
-                                  bool reduceRange)
+                                  CodeRange range)
 {
-    const QuantTypeTraits t = rangedTraits(type, reduceRange);
+    const QuantTypeTraits t = rangedTraits(type, range);
     TORCH_CHECK(t.family == TypeFamily::Integer, "chooseQParamsScalar takes integer types, not ",
                 std::string(t.name));
     // As chooseQParams: NaN bounds count as 0, +-Inf as +-FLT_MAX; then the range includes 0.
@@ -651,7 +671,7 @@ ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bo
     if (symmetric) {
         q.scale = std::clamp(std::max(-loNeg, hiPos) / (steps / 2.0f), kFloatEps, kFloatMax);
         if (!t.isSigned)
-            q.zeroPoint = type == QuantType::UInt8 && !reduceRange ? 128 : (t.qmin + t.qmax) / 2;
+            q.zeroPoint = type == QuantType::UInt8 && range == CodeRange::Full ? 128 : (t.qmin + t.qmax) / 2;
     } else {
         q.scale = std::clamp((hiPos - loNeg) / steps, kFloatEps, kFloatMax);
         const float zp = static_cast<float>(t.qmin) - std::nearbyint(loNeg / q.scale);
@@ -752,7 +772,7 @@ DoubleQuantizedAbsmax doubleQuantizeAbsmax(const at::Tensor& absmax)
 
 at::Tensor quantize(const at::Tensor& input, const QParams& qparams)
 {
-    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.reduceRange);
+    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.range);
     const at::Tensor x = input.detach().to(at::kFloat);
     if (!t.needsScale)
         return x.to(codeType(t));  // FP16 / BF16: round to nearest even, overflow to Inf
@@ -805,7 +825,7 @@ at::Tensor dequantize(const at::Tensor& codes, const QParams& qparams)
 
 at::Tensor fakeQuantize(const at::Tensor& input, const QParams& qparams)
 {
-    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.reduceRange);
+    const QuantTypeTraits t = rangedTraits(qparams.type, qparams.range);
     const at::Tensor x = input.to(at::kFloat);
     if (x.numel() == 0)
         return x.clone();

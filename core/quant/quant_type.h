@@ -54,6 +54,19 @@ enum class BlockScale {
 /// Engine's, ceil(log2(amax / max)) (nothing saturates).
 enum class MxScaleMode { Floor, Rceil };
 
+/// Which codes an int8 / uint8 tensor may take. Symmetric int8 picks scale = absmax / (steps /
+/// 2): absmax 2.54 gives 2.54 / 127.5 = 0.019922 on Full (2.54 -> code 127.5 -> 128, clamped
+/// to 127: the largest weight loses half a step), 2.54 / 127 = 0.02 on Narrow (code 127 exact).
+enum class CodeRange {
+    Full,     ///< the type's own range: int8 [-128, 127], uint8 [0, 255] (PyTorch's observers)
+    Narrow,   ///< int8 [-127, 127], symmetric about 0: option wrange=127, as TensorRT and
+              ///< onnxruntime's symmetric quantizer (get_qmin_qmax_for_qType)
+    Reduced,  ///< 7 bits: int8 [-64, 64], uint8 [0, 127]: option reduce-range, as
+              ///< onnxruntime's reduce_range
+};
+/// "full", "narrow", "reduced".
+const char* codeRangeName(CodeRange range);
+
 /// How a format maps reals to codes.
 enum class TypeFamily {
     Integer,    ///< q = clamp(round_half_even(x * (1 / scale)) + zeroPoint, qmin, qmax)
@@ -124,10 +137,11 @@ struct QParams {
     QuantType type = QuantType::Int8;
     Granularity granularity;
     bool symmetric = true;
-    /// Int8 codes on 7 bits, [-64, 64], as onnxruntime's quantizer does with reduce_range
-    /// (UInt8: [0, 127]). CPUs without VNNI multiply u8 x s8 with vpmaddubsw, which adds pairs
-    /// into int16 with saturation; 7-bit codes keep every pair in range (2 * 255 * 64 = 32640).
-    bool reduceRange = false;
+    /// The codes allowed. Reduced: int8 codes on 7 bits, [-64, 64], as onnxruntime's quantizer
+    /// does with reduce_range (UInt8: [0, 127]). CPUs without VNNI multiply u8 x s8 with
+    /// vpmaddubsw, which adds pairs into int16 with saturation; 7-bit codes keep every pair in
+    /// range (2 * 255 * 64 = 32640). Narrow: int8 [-127, 127] (wrange=127).
+    CodeRange range = CodeRange::Full;
     at::Tensor scale;      ///< float32, > 0 everywhere (a zero range still gets a valid scale)
     at::Tensor zeroPoint;  ///< int64; the real 0 is exactly representable
     /// The scale the codes are picked with, where it is not `scale` (undefined: `scale`).
@@ -195,7 +209,8 @@ std::span<const float> dynamicMap8Bit();
 ///    codes from x * ((1 / t) / b) clamped to +-6; dequantized with t * b. An all-zero tensor
 ///    (torchao: 0 / 0 = NaN everywhere) gets t = 0 and b = 2^-6: every code and value 0.
 QParams chooseQParams(const at::Tensor& minVal, const at::Tensor& maxVal, QuantType type,
-                      bool symmetric, const Granularity& granularity, bool reduceRange = false,
+                      bool symmetric, const Granularity& granularity,
+                      CodeRange range = CodeRange::Full,
                       MxScaleMode scaleMode = MxScaleMode::Floor);
 
 /// chooseQParams for one per-tensor integer range, in scalars and bit for bit the same (the
@@ -206,14 +221,16 @@ struct ScalarQParams {
     std::int64_t zeroPoint = 0;
 };
 ScalarQParams chooseQParamsScalar(float minVal, float maxVal, QuantType type, bool symmetric,
-                                  bool reduceRange = false);
+                                  CodeRange range = CodeRange::Full);
 
-/// The codes a QParams allows: the type's [qmin, qmax], or with reduceRange [-64, 64] for Int8
-/// and [0, 127] for UInt8 (onnxruntime's reduced ranges). So symmetric reduced int8 has
-/// scale = absmax / 64, as onnxruntime computes it.
-std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, bool reduceRange);
-/// True for the types reduceRange applies to (Int8, UInt8).
-bool supportsReduceRange(QuantType type);
+/// The codes a QParams allows: the type's [qmin, qmax] (Full), [-127, 127] for Int8 (Narrow),
+/// or [-64, 64] for Int8 and [0, 127] for UInt8 (Reduced, onnxruntime's reduced ranges). So
+/// symmetric reduced int8 has scale = absmax / 64, as onnxruntime computes it, and narrow int8
+/// absmax / 127. Throws for a range the type does not take (supportsCodeRange).
+std::pair<std::int64_t, std::int64_t> codeRange(QuantType type, CodeRange range);
+/// True for the types `range` applies to: every type takes Full, Int8 Narrow, Int8 and UInt8
+/// Reduced.
+bool supportsCodeRange(QuantType type, CodeRange range);
 
 /// Min and max of `x` per block of `granularity`, shaped as the scale will be.
 std::pair<at::Tensor, at::Tensor> blockMinMax(const at::Tensor& x, const Granularity& granularity);

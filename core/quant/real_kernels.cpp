@@ -404,16 +404,16 @@ struct ActQuant {
     std::int32_t qmin = 0, qmax = 255, shift = 0;
 };
 
-/// ActQuant of `type` codes (reduceRange: its reduced range) with these scales and zero points;
+/// ActQuant of `type` codes in `range` with these scales and zero points;
 /// the reciprocals, the code range, the u8 shift and the shifted zero points follow from them.
-ActQuant makeActQuant(QuantType type, bool reduceRange, std::vector<float> scale,
+ActQuant makeActQuant(QuantType type, CodeRange range, std::vector<float> scale,
                       std::vector<std::int32_t> zeroPoint)
 {
     ActQuant a;
     a.scale = std::move(scale);
     a.zeroPoint = std::move(zeroPoint);
     a.perRow = a.scale.size() != 1;
-    const auto [qmin, qmax] = codeRange(type, reduceRange);
+    const auto [qmin, qmax] = codeRange(type, range);
     a.qmin = static_cast<std::int32_t>(qmin);
     a.qmax = static_cast<std::int32_t>(qmax);
     // int8 codes go in as u = q + 128 with zero point zp + 128 (see kernels/lowbit.h).
@@ -434,7 +434,7 @@ ActQuant actQuantOf(const QParams& qp)
                               .to(at::kCPU, at::kInt)
                               .contiguous();
     return makeActQuant(
-        qp.type, qp.reduceRange,
+        qp.type, qp.range,
         std::vector<float>(scale.data_ptr<float>(), scale.data_ptr<float>() + scale.numel()),
         std::vector<std::int32_t>(zp.data_ptr<std::int32_t>(),
                                   zp.data_ptr<std::int32_t>() + zp.numel()));
@@ -703,7 +703,8 @@ ActQuant dynamicActQuant(const at::Tensor& x, const LayerConfig& c)
     if (x.numel() > 0)
         kernels::minMaxF32(x.data_ptr<float>(), x.numel(), &lo, &hi);
     const ScalarQParams q = chooseQParamsScalar(lo, hi, c.actType, c.actSymmetric);
-    return makeActQuant(c.actType, false, {q.scale}, {static_cast<std::int32_t>(q.zeroPoint)});
+    return makeActQuant(c.actType, CodeRange::Full, {q.scale},
+                        {static_cast<std::int32_t>(q.zeroPoint)});
 }
 
 /// The 2-D geometry of a Conv node on an input of H x W (ONNX pads / auto_pad resolved as the

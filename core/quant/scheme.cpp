@@ -337,6 +337,15 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
             c.reduceRange = *b;
         else
             s.foldBatchNorm = *b;
+    } else if (key == "wrange") {
+        if (value == "127")
+            c.weightRange = 127;
+        else if (value == "128")
+            c.weightRange = 128;
+        else
+            return Error::usage("option wrange takes 127 (int8 weights in [-127, 127], as "
+                                "TensorRT and onnxruntime's symmetric quantizer) or 128 "
+                                "([-128, 127], PyTorch's observers), not '" + value + "'");
     } else if (key == "weight" || key == "act") {
         const auto t = quantTypeFromName(value);
         if (!t) {
@@ -370,8 +379,8 @@ Result<void> applyOption(Scheme& s, const std::string& key, const std::string& v
     } else {
         return Error::usage("unknown option '" + key + "' (options: observer, per, act-per, "
                             "group, sym, act-sym, weight, act, double-quant, fold-bn, "
-                            "reduce-range, method, damp, act-order, threshold, alpha, calib, "
-                            "scale, head)");
+                            "reduce-range, wrange, method, damp, act-order, threshold, alpha, "
+                            "calib, scale, head)");
     }
     return {};
 }
@@ -490,6 +499,18 @@ Result<Scheme> parseInline(const std::string& spec)
                                 std::string(traits(scheme->config.weightType).name));
         if (scheme->qat)
             return Error::usage("option reduce-range is not offered for the qat-* presets "
+                                "(training fixes the code range)");
+    }
+    if (scheme->config.weightRange == 127) {
+        if (scheme->config.weightType != QuantType::Int8)
+            return Error::usage("option wrange=127 applies to int8 weights (codes [-127, 127]); "
+                                "scheme " + scheme->preset + " stores its weights as " +
+                                std::string(traits(scheme->config.weightType).name));
+        if (scheme->config.reduceRange)
+            return Error::usage("options wrange=127 and reduce-range=true ask for two weight "
+                                "ranges; reduce-range alone keeps the codes in [-64, 64]");
+        if (scheme->qat)
+            return Error::usage("option wrange=127 is not offered for the qat-* presets "
                                 "(training fixes the code range)");
     }
     // w4-nf4:weight=int4 leaves the preset's NF4 double quantization behind; asking for it on
@@ -617,6 +638,14 @@ json configToJson(const LayerConfig& c)
     }
     if (c.reduceRange)
         j["reduce_range"] = true;
+    // The int8 weight code range, always named where the weights are int8 (an importer of
+    // the report need not know the default): "full" [-128, 127], "narrow" [-127, 127] or
+    // "reduced" [-64, 64]; with the codes themselves.
+    if (c.weightType == QuantType::Int8 && !c.ggmlType) {
+        const auto [qmin, qmax] = codeRange(c.weightType, c.weightCodeRange());
+        j["weight_range"] = c.weightRange;
+        j["weight_codes"] = {qmin, qmax};
+    }
     if (c.outlierThreshold > 0)
         j["outlier_threshold"] = c.outlierThreshold;
     if (c.smoothAlpha > 0)
@@ -627,6 +656,15 @@ json configToJson(const LayerConfig& c)
 }
 
 } // namespace
+
+CodeRange LayerConfig::weightCodeRange() const
+{
+    if (reduceRange && supportsCodeRange(weightType, CodeRange::Reduced))
+        return CodeRange::Reduced;
+    if (weightRange == 127 && supportsCodeRange(weightType, CodeRange::Narrow))
+        return CodeRange::Narrow;
+    return CodeRange::Full;
+}
 
 std::string LayerConfig::describe() const
 {
@@ -644,7 +682,7 @@ std::string LayerConfig::describe() const
                 (mxScale == MxScaleMode::Rceil ? " rceil" : "");
     else if (traits(weightType).needsScale)
         text += " " + weightGranularity.describe() + (weightSymmetric ? " sym" : " asym") +
-                (reduceRange ? " 7-bit" : "") +
+                (reduceRange ? " 7-bit" : weightRange == 127 ? " [-127, 127]" : "") +
                 (method == Method::Gptq ? (gptqActOrder ? " gptq act-order" : " gptq")
                  : method == Method::Awq ? (awqClip ? " awq" : " awq no-clip")
                                          : "");
@@ -842,6 +880,8 @@ std::string displayName(const Scheme& scheme)
         parts.emplace_back(c.doubleQuant ? "double-quant" : "no double-quant");
     if (c.reduceRange != d.reduceRange)
         parts.emplace_back("7-bit");
+    if (c.weightRange != d.weightRange)
+        parts.push_back("wrange " + std::to_string(c.weightRange));
     if (c.gptqActOrder != d.gptqActOrder)
         parts.emplace_back(c.gptqActOrder ? "act-order" : "no act-order");
     if (c.gptqDamp != d.gptqDamp)

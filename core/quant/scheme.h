@@ -38,6 +38,14 @@ struct LayerConfig {
     /// the layer with the exact vpmaddubsw kernel (about 1.5x the 8-bit one on AVX2), and
     /// onnxruntime's u8 x s8 kernels cannot saturate on the export.
     bool reduceRange = false;
+    /// Int8 weight range (option wrange=127|128): 128 = [-128, 127], PyTorch's observers and
+    /// the default; 127 = [-127, 127], symmetric about 0, as TensorRT and onnxruntime's
+    /// symmetric quantizer (a symmetric scale is then absmax / 127, not absmax / 127.5).
+    /// reduce-range, when set, takes precedence (as in onnxruntime's get_qmin_qmax_for_qType).
+    int weightRange = 128;
+    /// The codes the weights are picked in: Reduced with reduce-range, Narrow with wrange=127
+    /// on int8 weights, else Full.
+    CodeRange weightCodeRange() const;
     ActMode actMode = ActMode::Float;
     QuantType actType = QuantType::UInt8;
     bool actSymmetric = false;

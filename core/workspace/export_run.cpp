@@ -299,6 +299,15 @@ std::string exportAdvice(const RunRequest& run, const std::string& format,
            "reduce-range=true (7-bit weights, as onnxruntime's reduce_range) to rule it out";
 }
 
+std::vector<std::string> exportInteropOptions(const RunRequest& run, const std::string& format)
+{
+    auto parsed = formatOf(format, {});
+    if (!parsed)
+        return {};
+    auto scheme = detail::schemeOf(run.scheme, run.overrides);
+    return exporting::interopOptionLines(*parsed, scheme ? &*scheme : nullptr);
+}
+
 Result<std::string> exportFormatOfPath(const std::string& path)
 {
     auto format = exporting::formatFromPath(path);

@@ -279,6 +279,10 @@ Result<void> checkExport(const RunRequest& run, const std::string& format,
 /// there is nothing to say (or the run does not parse: checkExport reports that).
 std::string exportAdvice(const RunRequest& run, const std::string& format,
                          const std::string& path = {});
+/// The interop options of exporting `run` to `format` (exporting::interopOptionLines with the
+/// run's scheme): int8 weight range, reduce-range, the format's rule for partial groups. The
+/// defaults when the run does not parse; empty when the format does not.
+std::vector<std::string> exportInteropOptions(const RunRequest& run, const std::string& format);
 /// The format a file name asks for by its extension ("onnx", ...); Usage error otherwise.
 Result<std::string> exportFormatOfPath(const std::string& path);
 /// The scheme string and layer overrides a report.json's run ran with, read back from its

@@ -111,7 +111,7 @@ TEST(Awq, MatchesTheReferenceAlgorithmBitForBit)
         const QuantType type = c.bits == 2   ? QuantType::Int2
                                : c.bits == 8 ? QuantType::Int8
                                              : QuantType::Int4;
-        auto r = quant::awqQuantize(w, h, xMean, type, c.symmetric, g, false, options);
+        auto r = quant::awqQuantize(w, h, xMean, type, c.symmetric, g, quant::CodeRange::Full, options);
         ASSERT_TRUE(r.ok()) << c.name << ": " << r.error().userMessage();
         std::istringstream lines(output);
         std::string line;

@@ -64,7 +64,7 @@ TEST(Gptq, IdentityHessianIsRoundToNearest)
     at::Generator gen = at::detail::createCPUGenerator(7);
     const at::Tensor w = at::randn({16, 96}, gen);
     for (const Granularity g : {Granularity::perChannel(0), Granularity::perGroup(1, 32)}) {
-        auto r = quant::gptqQuantize(w, at::eye(96), QuantType::Int4, false, g, false, {});
+        auto r = quant::gptqQuantize(w, at::eye(96), QuantType::Int4, false, g, quant::CodeRange::Full, {});
         ASSERT_TRUE(r.ok()) << r.error().userMessage();
         auto [lo, hi] = quant::blockMinMax(w, g);
         const auto qp = quant::chooseQParams(lo, hi, QuantType::Int4, false, g);
@@ -125,7 +125,7 @@ TEST(Gptq, MatchesTheReferenceAlgorithmBitForBit)
         const Granularity g =
             c.group < 0 ? Granularity::perChannel(0) : Granularity::perGroup(1, c.group);
         auto r = quant::gptqQuantize(w, h, c.bits == 8 ? QuantType::Int8 : QuantType::Int4,
-                                     c.symmetric, g, false, options);
+                                     c.symmetric, g, quant::CodeRange::Full, options);
         ASSERT_TRUE(r.ok()) << c.name << ": " << r.error().userMessage();
         EXPECT_EQ(r->deadColumns, 2) << c.name;
         const at::Tensor ref = readFloats(dir.file(c.name + ".bin"), {rows, cols});

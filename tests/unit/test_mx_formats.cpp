@@ -54,7 +54,7 @@ QParams blockQParams(const at::Tensor& x, QuantType type, MxScaleMode mode)
 {
     const Granularity g = Granularity::perGroup(1, traits(type).blockSize);
     auto [lo, hi] = blockMinMax(x, g);
-    return chooseQParams(lo, hi, type, true, g, false, mode);
+    return chooseQParams(lo, hi, type, true, g, CodeRange::Full, mode);
 }
 
 /// Elements whose bit patterns differ.

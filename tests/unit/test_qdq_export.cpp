@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -767,3 +768,167 @@ TEST(ExportFiles, FailuresAndCancellationLeaveNoFile)
 }
 
 } // namespace
+
+// ---- Interop options (issue #37 item 4) ---------------------------------------------------
+
+/// wrange=127: the exported int8 weights stay in [-127, 127] with scale max|w| / 127 per
+/// channel and zero point 0, and onnxruntime (the consumer) agrees with the in-app model.
+TEST(ExportInterop, Wrange127WeightsAreNarrowInTheFileAndOnnxruntimeAgrees)
+{
+    test::TempDir dir;
+    const auto graph = convNet(4);
+    const auto model = prepare(graph, "static-int8:wrange=127");
+    const quant::LayerQuant& fc1 = model.layers.at("fc1");
+    EXPECT_EQ(fc1.weight.range, quant::CodeRange::Narrow);
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok()) << g.error().userMessage();
+    const at::Tensor* codes = g->initializer("fc1.weight_quantized");
+    const at::Tensor* scale = g->initializer("fc1.weight_scale");
+    const at::Tensor* zp = g->initializer("fc1.weight_zero_point");
+    ASSERT_TRUE(codes && scale && zp);
+    EXPECT_EQ(g->initializerTypes.at("fc1.weight_quantized"), ir::DType::Int8);
+    EXPECT_GE(codes->min().item<std::int64_t>(), -127);
+    EXPECT_EQ(codes->abs().amax(1).min().item<std::int64_t>(), 127);  // each row's extreme
+    EXPECT_TRUE(at::all(*zp == 0).item<bool>());
+    // The file's scale is max|w| / 127 per output channel, as onnxruntime's symmetric
+    // quantizer (float32 division, bit for bit).
+    const auto node = std::find_if(model.graph.nodes.begin(), model.graph.nodes.end(),
+                                   [](const ir::Node& n) { return n.name == "fc1"; });
+    ASSERT_NE(node, model.graph.nodes.end());
+    const at::Tensor w = quant::weightView(*node, quant::codeSource(fc1));
+    const at::Tensor absmax = w.abs().amax(1).to(at::kFloat);
+    EXPECT_TRUE(at::equal(scale->to(at::kFloat).reshape({-1}), absmax / 127.0f));
+    // The default range on the same weights: -128 is used or the scale is / 127.5.
+    const auto full = prepare(graph, "static-int8");
+    EXPECT_FALSE(at::equal(full.layers.at("fc1").weight.scale, fc1.weight.scale));
+
+    const std::string path = dir.file("narrow.onnx");
+    ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Onnx, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(300, 13));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    EXPECT_EQ(v->weightsMismatched, 0);
+    EXPECT_EQ(v->maxAbsDiffSameRounding, 0.0);
+    ASSERT_TRUE(v->consumer);
+    EXPECT_EQ(v->consumer->runtime.rfind("onnxruntime ", 0), 0u)
+        << v->consumer->runtime << v->consumer->skipped;
+    EXPECT_TRUE(v->consumer->ok) << v->message;
+}
+
+/// A group that does not divide a row: ONNX keeps the shorter last block (DequantizeLinear
+/// block_size, ceil(in / B) scales), BitLens's reader and onnxruntime give the in-app values.
+TEST(ExportPartialGroups, OnnxKeepsTheShortLastBlockAndOnnxruntimeAgrees)
+{
+    test::TempDir dir;
+    const auto graph = convNet(5);
+    // fc1: 128 inputs, groups of 24: five whole and one of 8. conv: 9 inputs, one block of 9.
+    auto scheme = quant::parseScheme("w4-int4:group=24");
+    ASSERT_TRUE(scheme.ok());
+    ASSERT_TRUE(exporting::checkExportableModel(graph, *scheme, exporting::ExportFormat::Onnx).ok());
+    const auto model = prepare(graph, "w4-int4:group=24");
+    auto g = exporting::buildQdqGraph(model);
+    ASSERT_TRUE(g.ok()) << g.error().userMessage();
+    ASSERT_NE(g->initializer("fc1.weight_scale"), nullptr);
+    EXPECT_EQ(g->initializer("fc1.weight_scale")->sizes(), (std::vector<std::int64_t>{32, 6}));
+    const std::string path = dir.file("partial.onnx");
+    auto written = exporting::exportModel(model, exporting::ExportFormat::Onnx, path);
+    ASSERT_TRUE(written.ok()) << written.error().userMessage();
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Onnx, model, samples(300, 15));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    EXPECT_EQ(v->weightsMismatched, 0) << v->message;
+    ASSERT_TRUE(v->consumer);
+    EXPECT_EQ(v->consumer->runtime.rfind("onnxruntime ", 0), 0u)
+        << v->consumer->runtime << v->consumer->skipped;
+    EXPECT_TRUE(v->consumer->ok) << v->message;
+    EXPECT_LT(v->consumer->maxAbsDiff, 1e-4 * std::max(1.0, v->outputAbsMax)) << v->message;
+}
+
+/// safetensors (compressed-tensors) cannot hold a shorter last group: refused before anything
+/// is written (no file), naming the weight, its row length and the group size; before
+/// calibration too (checkExportableModel); a dividing group is written.
+TEST(ExportPartialGroups, SafetensorsRefusesBeforeWritingNamingTheTensor)
+{
+    test::TempDir dir;
+    const auto graph = convNet(5);
+    auto scheme = quant::parseScheme("w4-int4:group=24");
+    ASSERT_TRUE(scheme.ok());
+    auto early = exporting::checkExportableModel(graph, *scheme,
+                                                 exporting::ExportFormat::Safetensors, "net.onnx");
+    ASSERT_FALSE(early.ok());
+    EXPECT_EQ(early.error().code, ErrorCode::Unsupported);
+    EXPECT_EQ(exitCode(early.error().code), 4);
+    const std::string& m = early.error().message;
+    // The first layer in graph order whose rows 24 does not divide: the conv (9 inputs).
+    EXPECT_NE(m.find("weight 'conv.weight' (layer 'conv') has rows of 9 inputs, which groups of "
+                     "24 do not divide"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("Nothing was written"), std::string::npos) << m;
+    EXPECT_NE(m.find("export to ONNX"), std::string::npos) << m;
+
+    // Keep the conv float: fc1's 128 inputs are the next refusal, with a group that divides.
+    auto noConv = quant::parseScheme("w4-int4:group=24");
+    ASSERT_TRUE(noConv.ok());
+    ASSERT_TRUE(quant::applyOverride(*noConv, "conv", "float").ok());
+    early = exporting::checkExportableModel(graph, *noConv, exporting::ExportFormat::Safetensors);
+    ASSERT_FALSE(early.ok());
+    EXPECT_NE(early.error().message.find("weight 'fc1.weight' (layer 'fc1') has rows of 128 "
+                                         "inputs, which groups of 24 do not divide (the last "
+                                         "would hold 8)"),
+              std::string::npos)
+        << early.error().message;
+    EXPECT_NE(early.error().message.find("Use group=16"), std::string::npos)
+        << early.error().message;
+
+    // The export front refuses too (a run prepared elsewhere), and leaves no file.
+    const auto model = prepare(graph, "w4-int4:group=24");
+    const std::string path = dir.file("partial.safetensors");
+    auto r = exporting::exportModel(model, exporting::ExportFormat::Safetensors, path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
+    EXPECT_EQ(r.error().path, path);
+    EXPECT_TRUE(fs::is_empty(dir.path()));
+    const std::string folder = dir.file("folder/");
+    r = exporting::exportModel(model, exporting::ExportFormat::Safetensors, folder);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(fs::is_empty(dir.path()));
+
+    // A group that divides fc1's rows is written (the conv's 9 inputs kept float).
+    auto divides = quant::parseScheme("w4-int4:group=16");
+    ASSERT_TRUE(divides.ok());
+    ASSERT_TRUE(quant::applyOverride(*divides, "conv", "float").ok());
+    EXPECT_TRUE(exporting::checkExportableModel(graph, *divides,
+                                                exporting::ExportFormat::Safetensors).ok());
+    auto prepared = quant::prepare(graph, *divides, samples(200, 7).inputs);
+    ASSERT_TRUE(prepared.ok());
+    auto written = exporting::exportModel(*prepared, exporting::ExportFormat::Safetensors, path);
+    ASSERT_TRUE(written.ok()) << written.error().userMessage();
+    EXPECT_TRUE(fs::exists(path));
+}
+
+/// The interop options as the export dialog and `export --help` name them, with defaults.
+TEST(ExportInterop, OptionsNameTheirDefaultsAndTheFormatsRule)
+{
+    const auto defaults = exporting::interopOptions(exporting::ExportFormat::Onnx);
+    ASSERT_EQ(defaults.size(), 3u);
+    EXPECT_EQ(defaults[0].key, "wrange");
+    EXPECT_EQ(defaults[0].value, "128");
+    EXPECT_EQ(defaults[0].defaultValue, "128");
+    EXPECT_EQ(defaults[1].key, "reduce-range");
+    EXPECT_EQ(defaults[1].defaultValue, "false");
+    EXPECT_EQ(defaults[2].key, "partial groups");
+    auto scheme = quant::parseScheme("static-int8:wrange=127");
+    ASSERT_TRUE(scheme.ok());
+    const auto lines = exporting::interopOptionLines(exporting::ExportFormat::Safetensors, &*scheme);
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_EQ(lines[0].rfind("wrange = 127 (default 128): ", 0), 0u) << lines[0];
+    EXPECT_EQ(lines[2], "partial groups: " +
+                            exporting::partialGroupRule(exporting::ExportFormat::Safetensors));
+    EXPECT_NE(exporting::partialGroupRule(exporting::ExportFormat::Onnx).find("kept"),
+              std::string::npos);
+    EXPECT_NE(exporting::partialGroupRule(exporting::ExportFormat::Safetensors).find("refused"),
+              std::string::npos);
+    EXPECT_NE(exporting::partialGroupRule(exporting::ExportFormat::Gguf).find("llama-quantize"),
+              std::string::npos);
+}

@@ -976,16 +976,16 @@ TEST(QuantPack, RoundTripsEveryShape)
 TEST(QuantReduceRange, Int8OnSevenBitsAsOnnxruntimeAndTorch)
 {
     // onnxruntime's reduce_range for int8 is [-64, 64]: symmetric scale = absmax * 2 / 128.
-    EXPECT_EQ(codeRange(QuantType::Int8, true), (std::pair<std::int64_t, std::int64_t>{-64, 64}));
-    EXPECT_EQ(codeRange(QuantType::UInt8, true), (std::pair<std::int64_t, std::int64_t>{0, 127}));
-    EXPECT_EQ(codeRange(QuantType::Int8, false), (std::pair<std::int64_t, std::int64_t>{-128, 127}));
-    EXPECT_FALSE(supportsReduceRange(QuantType::Int4));
+    EXPECT_EQ(codeRange(QuantType::Int8, CodeRange::Reduced), (std::pair<std::int64_t, std::int64_t>{-64, 64}));
+    EXPECT_EQ(codeRange(QuantType::UInt8, CodeRange::Reduced), (std::pair<std::int64_t, std::int64_t>{0, 127}));
+    EXPECT_EQ(codeRange(QuantType::Int8, CodeRange::Full), (std::pair<std::int64_t, std::int64_t>{-128, 127}));
+    EXPECT_FALSE(supportsCodeRange(QuantType::Int4, CodeRange::Reduced));
 
     const at::Tensor w = at::randn({6, 40}, at::detail::createCPUGenerator(5)) * 0.3;
     const auto [lo, hi] = blockMinMax(w, Granularity::perChannel(0));
     const QParams qp = chooseQParams(lo, hi, QuantType::Int8, true, Granularity::perChannel(0),
-                                     /*reduceRange=*/true);
-    EXPECT_TRUE(qp.reduceRange);
+                                     CodeRange::Reduced);
+    EXPECT_EQ(qp.range, CodeRange::Reduced);
     const at::Tensor absmax = at::maximum(lo.abs(), hi.abs());
     EXPECT_TRUE(at::equal(qp.scale, absmax / 64.0));  // float32, as ORT computes it
     EXPECT_TRUE(at::equal(qp.zeroPoint, at::zeros({6}, at::kLong)));
@@ -1003,8 +1003,64 @@ TEST(QuantReduceRange, Int8OnSevenBitsAsOnnxruntimeAndTorch)
     EXPECT_EQ(quantize(big, qp).max().item<std::int64_t>(), 64);
     // Without the option the same weights use the full range.
     const QParams wide = chooseQParams(lo, hi, QuantType::Int8, true, Granularity::perChannel(0));
-    EXPECT_FALSE(wide.reduceRange);
+    EXPECT_EQ(wide.range, CodeRange::Full);
     EXPECT_GT(quantize(w, wide).abs().max().item<std::int64_t>(), 64);
+}
+
+TEST(QuantWrange, NarrowInt8MatchesTorchObserverAndFakeQuantBitForBit)
+{
+    // Goldens from tests/data/quant/make_wrange_golden.py (PyTorch 2.13, onnxruntime 1.32).
+    EXPECT_EQ(codeRange(QuantType::Int8, CodeRange::Narrow),
+              (std::pair<std::int64_t, std::int64_t>{-127, 127}));
+    EXPECT_FALSE(supportsCodeRange(QuantType::UInt8, CodeRange::Narrow));
+    EXPECT_FALSE(supportsCodeRange(QuantType::Int4, CodeRange::Narrow));
+    const at::Tensor w = golden("wrange_w");
+    const Granularity g = Granularity::perChannel(0);
+    const auto [lo, hi] = blockMinMax(w, g);
+    const QParams qp = chooseQParams(lo, hi, QuantType::Int8, true, g, CodeRange::Narrow);
+    EXPECT_EQ(qp.range, CodeRange::Narrow);
+    // scale = max|w| / 127 per row, as PerChannelMinMaxObserver(quant_min=-127, quant_max=127).
+    EXPECT_TRUE(sameFloatBits(qp.scale, golden("wrange_ch_scale")));
+    EXPECT_TRUE(sameCodes(qp.zeroPoint, golden("wrange_ch_zp")));
+    EXPECT_TRUE(sameFloatBits(fakeQuantize(w, qp), golden("wrange_ch_fq")));
+    const at::Tensor codes = quantize(w, qp);
+    EXPECT_TRUE(sameCodes(codes, golden("wrange_ch_q")));
+    EXPECT_EQ(codes.min().item<std::int64_t>(), -127);  // row 3's extreme, never -128
+    EXPECT_EQ(codes.max().item<std::int64_t>(), 127);
+    // Beyond the range clamps at -127 / 127, as torch's fake quantization with quant_min -127.
+    EXPECT_TRUE(sameFloatBits(fakeQuantize(w * 1.5, qp), golden("wrange_big_fq")));
+    EXPECT_EQ(quantize(w * 1.5, qp).min().item<std::int64_t>(), -127);
+    // The default range picks absmax / 127.5 (the golden of the default observer): not the same.
+    const QParams full = chooseQParams(lo, hi, QuantType::Int8, true, g);
+    EXPECT_TRUE(sameFloatBits(full.scale, golden("wrange_full_ch_scale")));
+    EXPECT_FALSE(at::equal(full.scale, qp.scale));
+    // Per tensor too.
+    const auto [tlo, thi] = blockMinMax(w, Granularity::perTensor());
+    const QParams t =
+        chooseQParams(tlo, thi, QuantType::Int8, true, Granularity::perTensor(), CodeRange::Narrow);
+    EXPECT_TRUE(sameFloatBits(t.scale, golden("wrange_t_scale")));
+    EXPECT_TRUE(sameCodes(t.zeroPoint, golden("wrange_t_zp")));
+    EXPECT_TRUE(sameFloatBits(fakeQuantize(w, t), golden("wrange_t_fq")));
+}
+
+TEST(QuantWrange, NarrowInt8MatchesOnnxruntimeSymmetricQuantizer)
+{
+    // onnxruntime's quantize_data(row, INT8, symmetric=True): qmin -127, scale 2 * absmax / 254
+    // (the same float32 as absmax / 127), codes rint(x / scale). Its all-zero row gets scale 1
+    // where PyTorch's observer (and BitLens) give float32 eps; every code is 0 either way.
+    const at::Tensor w = golden("wrange_w");
+    const Granularity g = Granularity::perChannel(0);
+    const auto [lo, hi] = blockMinMax(w, g);
+    const QParams qp = chooseQParams(lo, hi, QuantType::Int8, true, g, CodeRange::Narrow);
+    const at::Tensor ortScale = golden("wrange_ort_scale");
+    for (std::int64_t row = 0; row < w.size(0); ++row) {
+        SCOPED_TRACE(row);
+        const at::Tensor want = hi[row].item<float>() == 0.0f && lo[row].item<float>() == 0.0f
+                                    ? at::full({}, std::numeric_limits<float>::epsilon())
+                                    : ortScale[row];
+        EXPECT_TRUE(sameFloatBits(qp.scale[row], want));
+    }
+    EXPECT_TRUE(sameCodes(quantize(w, qp), golden("wrange_ort_q")));
 }
 
 TEST(QuantScalar, PerTensorQParamsEqualChooseQParamsBitForBit)
@@ -1022,8 +1078,8 @@ TEST(QuantScalar, PerTensorQParamsEqualChooseQParamsBitForBit)
     }
     for (QuantType type : {QuantType::Int8, QuantType::UInt8, QuantType::Int4, QuantType::UInt4}) {
         for (bool symmetric : {false, true}) {
-            for (bool reduce : {false, true}) {
-                if (reduce && !supportsReduceRange(type))
+            for (CodeRange reduce : {CodeRange::Full, CodeRange::Narrow, CodeRange::Reduced}) {
+                if (!supportsCodeRange(type, reduce))
                     continue;
                 for (const auto& [lo, hi] : ranges) {
                     const QParams want = chooseQParams(at::full({}, lo), at::full({}, hi), type,
@@ -1031,7 +1087,7 @@ TEST(QuantScalar, PerTensorQParamsEqualChooseQParamsBitForBit)
                     const ScalarQParams got = chooseQParamsScalar(lo, hi, type, symmetric, reduce);
                     const float ws = want.scale.item<float>();
                     ASSERT_EQ(std::memcmp(&ws, &got.scale, sizeof(float)), 0)
-                        << traits(type).name << " sym " << symmetric << " reduce " << reduce
+                        << traits(type).name << " sym " << symmetric << " range " << codeRangeName(reduce)
                         << " [" << lo << ", " << hi << "]: " << ws << " vs " << got.scale;
                     ASSERT_EQ(want.zeroPoint.item<std::int64_t>(), got.zeroPoint)
                         << traits(type).name << " [" << lo << ", " << hi << "]";

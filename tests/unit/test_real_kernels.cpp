@@ -761,11 +761,32 @@ TEST_P(OwnKernelInt8, ReduceRangeRunsSevenBitCodesAndNamesVpmaddubswOnAvx2)
     const auto reduced = prepared(graph, "static-int8:reduce-range=true", inputs(Op::Linear, 50, 96, 841));
     const auto full = prepared(graph, "static-int8", inputs(Op::Linear, 50, 96, 841));
     const quant::LayerQuant& lq = reduced.layers.at("layer");
-    EXPECT_TRUE(lq.weight.reduceRange);
+    EXPECT_EQ(lq.weight.range, quant::CodeRange::Reduced);
     const at::Tensor w = graph.initializers.at(graph.nodes[0].inputs[1]);
     const at::Tensor codes = quant::quantize(w, lq.weight);
     EXPECT_EQ(codes.abs().max().item<std::int64_t>(), 64);
-    EXPECT_FALSE(full.layers.at("layer").weight.reduceRange);
+    EXPECT_EQ(full.layers.at("layer").weight.range, quant::CodeRange::Full);
+}
+
+TEST_P(OwnKernelInt8, Wrange127RunsNarrowCodesOnTheInt8Kernels)
+{
+    // wrange=127: weight codes in [-127, 127] (never -128) run on the same int8 kernels (the
+    // kernels take any s8 code: VNNI and the widening AVX2 tile accumulate in int32; vpmaddubsw
+    // is chosen only for codes within +-64) and match the simulated output at every ISA level.
+    const std::string kOwnInt8 = ownInt8();
+    std::uint64_t seed = 850;
+    for (const char* spec : {"dynamic-int8:wrange=127", "static-int8:wrange=127",
+                             "static-int8:wrange=127,per=tensor", "smoothquant-int8:wrange=127"})
+        forEachCase(spec, {Op::Linear, Op::MatMul3d}, seed++, kOwnInt8,
+                    expectFloatRounding, quant::KernelSource::Best);
+    const ir::Graph graph = oneLayer(Op::Linear, 96, 40, 860);
+    const auto narrow = prepared(graph, "static-int8:wrange=127", inputs(Op::Linear, 50, 96, 861));
+    const quant::LayerQuant& lq = narrow.layers.at("layer");
+    EXPECT_EQ(lq.weight.range, quant::CodeRange::Narrow);
+    const at::Tensor w = graph.initializers.at(graph.nodes[0].inputs[1]);
+    const at::Tensor codes = quant::quantize(w, lq.weight);
+    EXPECT_GE(codes.min().item<std::int64_t>(), -127);
+    EXPECT_EQ(codes.abs().amax(1).min().item<std::int64_t>(), 127);  // each row's extreme
 }
 
 TEST_P(OwnKernelInt8, EqualsLibTorchsIntMmPathToFloatRounding)

@@ -109,7 +109,7 @@ TEST(CompressedTensors, ReadBackEqualsWeightFqBitForBit)
         {"static-int8:weight=uint8,sym=false,per=tensor", "int-quantized"},
         {"dynamic-int8", "int-quantized"},
         {"w4-int4:group=16", "pack-quantized"},
-        {"w4-int4:group=24", "pack-quantized"},  // 128 % 24 != 0: a shorter last group
+        {"w4-int4:group=24", "pack-quantized"},  // 128 % 24 != 0: the writer alone keeps it
         {"w4-int4:weight=uint4,sym=true,per=channel", "pack-quantized"},
         {"w4-int4:weight=int4,sym=true,per=tensor", "pack-quantized"},
         {"w4-int4:weight=int2,group=16", "pack-quantized"},
@@ -506,4 +506,83 @@ TEST(CompressedTensors, AFloatMatMulIsWrittenAsALinearAndReadBackAsItWas)
     auto back = exporting::readCompressedTensors(path);
     ASSERT_TRUE(back.ok()) << back.error().userMessage();
     EXPECT_TRUE(sameBits(back->at("proj.weight"), *original));
+}
+
+// wrange=127: int8 codes in [-127, 127], the range declared beside the groups (module ->
+// [qmin, qmax]), and compressed-tensors' own int-quantized decompressor gives the in-app
+// weights bit for bit. Its group dequantization refuses a row the group does not divide: the
+// premise of exporting::checkPartialGroups.
+TEST(CompressedTensors, Wrange127IsDeclaredAndDecompressedByCompressedTensors)
+{
+    const auto model = preparedBlocks("static-int8:wrange=127");
+    TempDir dir;
+    const std::string path = dir.file("model.safetensors");
+    auto summary = exporting::writeCompressedTensors(model, path);
+    ASSERT_TRUE(summary.ok()) << summary.error().userMessage();
+    const json qc = json::parse(summary->quantizationConfig);
+    ASSERT_TRUE(qc.contains("weight_code_range")) << qc.dump();
+    EXPECT_EQ(qc["weight_code_range"]["fc1"], json({-127, 127}));
+    EXPECT_EQ(qc["weight_code_range"].size(), 3u);
+    const auto full = preparedBlocks("static-int8");
+    auto fullSummary = exporting::writeCompressedTensors(full, dir.file("full.safetensors"));
+    ASSERT_TRUE(fullSummary.ok());
+    EXPECT_EQ(json::parse(fullSummary->quantizationConfig)["weight_code_range"]["fc1"],
+              json({-128, 127}));
+    auto file = io::readSafetensors(path);
+    ASSERT_TRUE(file.ok());
+    for (const char* module : {"fc1", "proj", "fc2"}) {
+        const at::Tensor& codes = file->tensors.at(std::string(module) + ".weight");
+        EXPECT_EQ(codes.scalar_type(), at::kChar) << module;
+        EXPECT_GE(codes.min().item<int>(), -127) << module;
+        EXPECT_EQ(codes.abs().max().item<int>(), 127) << module;
+    }
+
+    BITLENS_PYTHON_OR_SKIP(python);
+    const std::string code = R"(
+import sys, json, warnings
+warnings.filterwarnings("ignore")
+import numpy as np, torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from compressed_tensors.compressors.base import BaseCompressor
+from compressed_tensors.quantization import QuantizationScheme, QuantizationArgs
+from compressed_tensors.quantization.lifecycle.forward import dequantize
+path = sys.argv[1]
+t = load_file(path)
+with safe_open(path, framework="pt") as f:
+    qc = json.loads(f.metadata()["quantization_config"])
+g = qc["config_groups"]["group_0"]
+args = QuantizationArgs(**g["weights"])
+scheme = QuantizationScheme(targets=g["targets"], weights=args)
+comp = BaseCompressor.load_from_registry(g["format"])
+out = {}
+for m in g["targets"]:
+    sd = {k[len(m) + 1:]: v for k, v in t.items() if k.startswith(m + ".weight")}
+    out[m] = comp.decompress(sd, scheme)["weight"].float().numpy()
+np.savez(sys.argv[2], **out)
+# A group of 32 over rows of 40: compressed-tensors refuses to dequantize it.
+ga = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32)
+try:
+    dequantize(torch.zeros(4, 40, dtype=torch.int8), torch.ones(4, 2), torch.zeros(4, 2, dtype=torch.int8), ga)
+    print("partial group: accepted")
+except ValueError as e:
+    print("partial group: refused:", e)
+)";
+    std::string output;
+    ASSERT_EQ(test::runPython(python, dir.path(), code,
+                              "'" + path + "' '" + dir.file("ct.npz") + "'", output),
+              0)
+        << output;
+    EXPECT_NE(output.find("partial group: refused: tensor column shape must be divisble"),
+              std::string::npos)
+        << output;
+    auto ct = io::readNpz(dir.file("ct.npz"));
+    ASSERT_TRUE(ct.ok());
+    for (const auto& [layer, lq] : model.layers) {
+        const ir::Node& node = nodeNamed(model.graph, layer);
+        const std::string module = node.inputs[1].substr(0, node.inputs[1].size() - 7);
+        ASSERT_TRUE(ct->count(module)) << module << output;
+        EXPECT_TRUE(sameBits(ct->at(module), quant::weightView(node, lq.weightFq).contiguous()))
+            << module;
+    }
 }

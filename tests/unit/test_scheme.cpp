@@ -97,6 +97,57 @@ TEST(Scheme, ReduceRangePutsInt8WeightsOnSevenBits)
     EXPECT_FALSE(quant::parseScheme("static-int8:reduce-range=maybe").ok());
 }
 
+TEST(Scheme, WrangeChoosesTheInt8WeightRange)
+{
+    // wrange=127: [-127, 127] (TensorRT, onnxruntime's symmetric quantizer); 128 (the default):
+    // [-128, 127], PyTorch's observers.
+    for (const char* spec : {"static-int8:wrange=127", "dynamic-int8:wrange=127",
+                             "smoothquant-int8:wrange=127", "llm-int8:wrange=127",
+                             "w4-int4:weight=int8,wrange=127"}) {
+        SCOPED_TRACE(spec);
+        auto s = quant::parseScheme(spec);
+        ASSERT_TRUE(s.ok()) << s.error().userMessage();
+        EXPECT_EQ(s->config.weightRange, 127);
+        EXPECT_EQ(s->config.weightCodeRange(), quant::CodeRange::Narrow);
+        EXPECT_NE(s->config.describe().find("[-127, 127]"), std::string::npos)
+            << s->config.describe();
+        const auto j = quant::schemeToJson(*s);
+        EXPECT_EQ(j["config"]["weight_range"], 127) << j.dump();
+        EXPECT_EQ(j["config"]["weight_codes"], nlohmann::json({-127, 127})) << j.dump();
+        EXPECT_NE(j["display_name"].get<std::string>().find("wrange 127"), std::string::npos)
+            << j.dump();
+    }
+    auto plain = quant::parseScheme("static-int8");
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->config.weightRange, 128);
+    EXPECT_EQ(plain->config.weightCodeRange(), quant::CodeRange::Full);
+    EXPECT_EQ(quant::schemeToJson(*plain)["config"]["weight_codes"], nlohmann::json({-128, 127}));
+    EXPECT_EQ(quant::displayName(*plain), "static-int8");
+    auto explicitDefault = quant::parseScheme("static-int8:wrange=128");
+    ASSERT_TRUE(explicitDefault.ok());
+    EXPECT_EQ(explicitDefault->config, plain->config);
+    EXPECT_EQ(quant::displayName(*explicitDefault), "static-int8");
+    auto reduced = quant::parseScheme("static-int8:reduce-range=true");
+    ASSERT_TRUE(reduced.ok());
+    EXPECT_EQ(quant::schemeToJson(*reduced)["config"]["weight_codes"], nlohmann::json({-64, 64}));
+    // Not int8 weights, a contradiction, QAT and a bad value: usage errors naming the option.
+    const std::pair<const char*, const char*> refused[] = {
+        {"w4-int4:wrange=127", "option wrange=127 applies to int8 weights"},
+        {"static-int8:wrange=127,weight=uint8", "option wrange=127 applies to int8 weights"},
+        {"static-int8:wrange=127,reduce-range=true", "ask for two weight ranges"},
+        {"qat-int8:wrange=127", "not offered for the qat-* presets"},
+        {"static-int8:wrange=126", "option wrange takes 127"},
+        {"gguf-q8_0:wrange=127", "takes no options"},
+    };
+    for (const auto& [spec, why] : refused) {
+        SCOPED_TRACE(spec);
+        auto s = quant::parseScheme(spec);
+        ASSERT_FALSE(s.ok());
+        EXPECT_EQ(s.error().code, ErrorCode::Usage);
+        EXPECT_NE(s.error().message.find(why), std::string::npos) << s.error().message;
+    }
+}
+
 TEST(Scheme, DoubleQuantIsBitsandbytesNf4Only)
 {
     // bitsandbytes' compress_statistics quantizes NF4 absmax values; no other type has it.

@@ -40,6 +40,7 @@ private Q_SLOTS:
     void initTestCase();
     void extensionsFollowTheFormat();
     void onnxSaturationAdviceFollowsTheScheme();
+    void interopOptionsAreNamedWithTheirDefaults();
     void exportOnnxAndVerifyThroughTheDialog();
     void verifyExistingFileAndLoudMismatch();
     void cancelAtAnyMomentLeavesNoFile();
@@ -215,6 +216,48 @@ void TestExportDialog::onnxSaturationAdviceFollowsTheScheme()
     dialog.setFormat(QStringLiteral("gguf"));
     QVERIFY(!label->isVisible());
     QVERIFY(dialog.advice().isEmpty());
+}
+
+/// Issue #37: the dialog names the interop options with their defaults (int8 weight range,
+/// reduce-range) and the chosen format's rule for groups that do not divide a row.
+void TestExportDialog::interopOptionsAreNamedWithTheirDefaults()
+{
+    using bitlens::widgets::exportInteropOptions;
+    bitlens::widgets::QuantRequest run;
+    run.scheme = "static-int8:wrange=127";
+    const auto lines = exportInteropOptions(run, "onnx");
+    QCOMPARE(lines.size(), std::size_t{3});
+    QVERIFY2(QString::fromStdString(lines[0]).startsWith(QLatin1String("wrange = 127 (default 128)")),
+             lines[0].c_str());
+    QVERIFY2(QString::fromStdString(lines[1]).startsWith(
+                 QLatin1String("reduce-range = false (default false)")),
+             lines[1].c_str());
+    if (!m_window)
+        QSKIP("no window");
+    // The window's run (static-int8): the defaults, and the rule follows the format.
+    m_window->findChild<QAction*>(QStringLiteral("actionExport"))->trigger();
+    auto* dialog = m_window->findChild<ExportDialog*>(QStringLiteral("exportDialog"));
+    QVERIFY(dialog);
+    auto* label = dialog->findChild<QLabel*>(QStringLiteral("exportInterop"));
+    QVERIFY(label);
+    dialog->setFormat(QStringLiteral("onnx"));
+    QVERIFY(label->isVisible());
+    QCOMPARE(dialog->interopOptions().size(), 3);
+    QVERIFY2(label->text().contains(QLatin1String("wrange = 128 (default 128)")),
+             qPrintable(label->text()));
+    QVERIFY(label->text().contains(QLatin1String("[-127, 127]")));
+    QVERIFY(label->text().contains(QLatin1String("reduce-range = false (default false)")));
+    QVERIFY2(label->text().contains(QLatin1String("partial groups: int4 / int8 groups that do not "
+                                                  "divide a row: kept, the last block shorter")),
+             qPrintable(label->text()));
+    dialog->setFormat(QStringLiteral("safetensors"));
+    QVERIFY2(label->text().contains(QLatin1String("refused before writing")),
+             qPrintable(label->text()));
+    dialog->setFormat(QStringLiteral("gguf"));
+    QVERIFY2(label->text().contains(QLatin1String("as llama-quantize does")),
+             qPrintable(label->text()));
+    dialog->reject();
+    QTest::qWait(10);
 }
 
 void TestExportDialog::exportOnnxAndVerifyThroughTheDialog()
