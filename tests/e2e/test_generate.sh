@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: `bitlens-cli generate` (KV-cache decoding, issue #39). Checked against the world:
-# greedy decoding of kjv-llama (its HF folder) and smollm2-135m (the zoo's GGUF, which
-# transformers dequantizes itself) equals transformers' `generate` token for token for 64
-# tokens, from the prompt ids BitLens's tokenizer gave. The JSON keys DESIGN.md lists, the
+# greedy decoding of kjv-llama (its HF folder) and smollm2-135m (the zoo's GGUF, dequantized by
+# gguf-py into an HF folder, not by BitLens) equals transformers' `generate` token for token for
+# 64 tokens, from the prompt ids BitLens's tokenizer gave. The JSON keys DESIGN.md lists, the
 # quantized side's real kernels, seeded sampling that repeats, and the usage errors.
 # Usage: test_generate.sh path/to/bitlens-cli
 set -uo pipefail
