@@ -87,6 +87,9 @@ int cmdSensitivity(const Args& args);
 int cmdBench(const Args& args);
 int cmdTokenize(const Args& args);
 int cmdExport(const Args& args);
+/// `generate`: float and quantized continuations of a prompt side by side
+/// (workspace/generate_run.h).
+int cmdGenerate(const Args& args);
 /// `plan`: memory per part and the accelerators that hold it (analysis/planner.h).
 int cmdPlan(const Args& args);
 /// `quantize --out FILE` / `export`: writes the quantized model of `run` to --out (format from

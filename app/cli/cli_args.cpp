@@ -25,6 +25,8 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--use", true}, {"--context", true}, {"--gpu", true}, {"--cards", true},
     {"--list", false}, {"--rank", true}, {"--checkpointing", false}, {"--by", true},
     {"--layers", true}, {"--estimate", false}, {"--help", false},
+    {"--prompt", true}, {"--max-tokens", true}, {"--seed", true}, {"--temperature", true},
+    {"--top-k", true}, {"--top-p", true},
 };
 
 } // namespace

@@ -44,6 +44,11 @@ commands:
                                      --estimate: print the sweep's cost here and stop)
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
                                      float vs quantized samples/s, side by side
+  generate MODEL --prompt TEXT [--scheme SCHEME] [--max-tokens N] [--seed N]
+           [--temperature T] [--top-k K] [--top-p P] [--calib DATA] [--json]
+                                     float and quantized continuations side by side (KV
+                                     cache; greedy unless --temperature > 0; scheme default
+                                     w4-int4): first divergence, KL per token, tokens/s
   tokenize MODEL --text FILE [--json] [--no-special]
                                      token ids of a text (MODEL: zoo name, tokenizer.json,
                                      vocab.txt, or a folder or model file beside one)
@@ -126,6 +131,8 @@ int dispatch(int argc, char** argv)
         return cmdSensitivity(*args);
     if (command == "bench")
         return cmdBench(*args);
+    if (command == "generate")
+        return cmdGenerate(*args);
     if (command == "tokenize")
         return cmdTokenize(*args);
     if (command == "export")
