@@ -153,20 +153,23 @@ def run_safetensors(model, in_dir, out_dir):
     logging.disable(logging.WARNING)
     try:
         with contextlib.redirect_stderr(noise):
+            dtype_note = []
             arrays = _transformers_outputs(transformers, torch, np, folder, in_dir, names,
-                                           wanted, architectures, ct_version)
+                                           wanted, architectures, ct_version, dtype_note)
     except Exception as e:
         print(f"{who}: {' '.join(str(e).split())}", file=sys.stderr)
         return 4
     for i, y in enumerate(arrays):
         np.save(os.path.join(out_dir, f"out_{i}.npy"), np.ascontiguousarray(y))
+    run_as = f" ({dtype_note[0]})" if dtype_note else ""
     print(json.dumps({"runtime": "transformers",
-                      "version": f"{transformers.__version__} + compressed-tensors {ct_version}"}))
+                      "version": f"{transformers.__version__} + compressed-tensors {ct_version}"
+                                 + run_as}))
     return 0
 
 
 def _transformers_outputs(transformers, torch, np, folder, in_dir, names, wanted, architectures,
-                          ct_version):
+                          ct_version, dtype_note):
     if "logits" in wanted:
         cls = getattr(transformers, architectures[0], None) if architectures else None
         if cls is None:
@@ -215,8 +218,19 @@ def _transformers_outputs(transformers, torch, np, folder, in_dir, names, wanted
     loaded.eval()
     feeds = {name: torch.from_numpy(np.load(os.path.join(in_dir, f"in_{i}.npy")))
              for i, name in enumerate(names)}
-    with torch.no_grad():
-        result = loaded(**feeds)
+    try:
+        with torch.no_grad():
+            result = loaded(**feeds)
+    except RuntimeError as e:
+        # compressed-tensors 0.20 decompresses NVFP4 / MX weights into bfloat16 at every
+        # forward, which a float32 model cannot multiply: such folders run in bfloat16, as
+        # their users load them (the runtime line says so).
+        if "BFloat16" not in str(e):
+            raise
+        loaded = cls.from_pretrained(folder, dtype=torch.bfloat16).eval()
+        dtype_note.append("bfloat16")
+        with torch.no_grad():
+            result = loaded(**feeds)
     arrays = []
     for name in wanted:
         value = result.get(name) if hasattr(result, "get") else None
