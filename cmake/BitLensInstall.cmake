@@ -5,7 +5,7 @@
 #                                      found at install time from the binaries' dependencies
 #   share/applications, share/metainfo, share/mime/packages, share/icons/hicolor
 #   share/bitlens/hardware/accelerators.json   the planner's cards (bitlens-cli plan)
-#   share/bitlens/consumers/run_consumer.py     export --verify's onnxruntime runner
+#   share/bitlens/consumers/run_consumer.py     export --verify's consumer runner (onnxruntime, llama.cpp, transformers)
 # Everything else (Qt 6, zlib, libstdc++) comes from Debian: the .deb's Depends are worked out
 # by dpkg-shlibdeps from the installed binaries.
 set(BITLENS_PRIVATE_LIBDIR lib/bitlens)
@@ -46,7 +46,7 @@ endif()
 # The planner's accelerator table (bitlens-cli plan, the Plan tab): share/bitlens/hardware/.
 install(FILES ${CMAKE_SOURCE_DIR}/resources/hardware/accelerators.json
   DESTINATION share/bitlens/hardware COMPONENT bitlens)
-# The consumer runtimes' runner of export --verify (onnxruntime): share/bitlens/consumers/.
+# The consumer runtimes' runner of export --verify (onnxruntime, llama.cpp, transformers + compressed-tensors): share/bitlens/consumers/.
 install(FILES ${CMAKE_SOURCE_DIR}/resources/consumers/run_consumer.py
   DESTINATION share/bitlens/consumers COMPONENT bitlens)
 

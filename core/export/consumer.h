@@ -1,6 +1,7 @@
 #pragma once
 // Verification by the consumer (issue #37 item 3): the runtime that will load an exported file
-// (onnxruntime for ONNX, llama.cpp for GGUF) runs it on one batch of the verification's inputs,
+// (onnxruntime for ONNX, llama.cpp for GGUF, transformers with compressed-tensors for a
+// safetensors file in a Hugging Face folder) runs it on one batch of the verification's inputs,
 // through share/bitlens/consumers/run_consumer.py and the venv's Python, and its outputs are
 // compared with the in-app model like BitLens's own reading of the file.
 

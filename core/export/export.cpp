@@ -598,11 +598,21 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
             !r)
             return r.error();
         const std::int64_t n = result.samples;
+        // The consumer: transformers with compressed-tensors loads the folder the file lies in
+        // and runs the first batch (exporting::checkWithConsumer); a folder it refuses is an
+        // Error naming why, figures beyond the format's rounding fail the verification.
+        auto consumer = checkWithConsumer(ExportFormat::Safetensors, path, model.graph, appExec,
+                                          data, detail::verifyBatch(model.graph, data, options),
+                                          cancel);
+        if (!consumer)
+            return consumer.error();
+        result.consumer = std::move(*consumer);
         result.sameRoundingTolerance = options.device.is_cpu() && !reciprocalScales
                                            ? 0.0
                                            : 1e-5 * std::max(result.outputAbsMax, 1e-6);
         result.ok = result.weightsMismatched == 0 && otherMismatches == 0 &&
-                    scaleMismatches == 0 && result.maxAbsDiff <= result.sameRoundingTolerance;
+                    scaleMismatches == 0 && result.maxAbsDiff <= result.sameRoundingTolerance &&
+                    (!result.consumer || result.consumer->ok);
         result.message =
             "safetensors file vs in-app model on " + std::to_string(n) + " samples: " +
             std::to_string(result.weightsChecked - result.weightsMismatched) + "/" +
@@ -616,7 +626,7 @@ Result<VerifyResult> verifySafetensors(const std::string& path, const quant::Qua
             fmt(result.maxAbsDiff) + " running the model from the file (" +
             (result.sameRoundingTolerance == 0.0 ? std::string("must be 0")
                                                  : "tolerance " + fmt(result.sameRoundingTolerance)) +
-            ")" + detail::figuresText(result);
+            ")" + detail::figuresText(result) + consumerText(result.consumer);
         return result;
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("verification failed: ") + e.what_without_backtrace(),

@@ -355,14 +355,19 @@ Result<CompressedTensorsSummary> writeCompressedTensors(const quant::QuantizedMo
                 summary.notes.push_back(note);
             if (lo->format == "pack-quantized" && tensors.count(module + ".weight_zero_point") &&
                 !packedZeroPointNoted) {
-                // Measured with the pinned loaders: transformers 5.23 shapes the zero-point
-                // parameter unpacked ([out, groups]) while compressed-tensors 0.20 packs it
-                // along the rows, so it refuses the folder (size MISMATCH) it would decompress.
+                // Measured with the pinned loaders: compressed-tensors 0.20's
+                // PackedQuantizationCompressor packs zero points along the rows in compress and
+                // unpacks them so in decompress (its own decompressor reads this file to BitLens's
+                // weights, test_export_safetensors.sh), but its compress of the meta-device
+                // model transformers 5.23 builds before loading leaves them [out, groups], so
+                // transformers refuses the folder (size MISMATCH): a limitation of theirs.
                 summary.notes.push_back(
                     "asymmetric packed int" + std::to_string(quant::traits(lq.weight.type).bits) +
-                    " (zero points packed along the rows, as compressed-tensors packs them): "
-                    "transformers 5.23 with compressed-tensors 0.20 refuses such folders "
-                    "(zero-point size mismatch); export with sym=true for it (no zero points)");
+                    " (zero points packed along the rows, as compressed-tensors' own compressor "
+                    "packs them): transformers 5.23 with compressed-tensors 0.20 refuses such "
+                    "folders (zero-point size mismatch: its meta-device compress leaves the "
+                    "zero points unpacked), so --verify fails there; export with sym=true for it "
+                    "(no zero points)");
                 packedZeroPointNoted = true;
             }
             const std::string& weightName = node.inputs[1];

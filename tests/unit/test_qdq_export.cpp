@@ -589,6 +589,26 @@ TEST(ExportVerify, AFileTheConsumerRefusesFailsTheVerification)
         << ran.error().message;
 }
 
+TEST(ExportVerify, ASafetensorsFileOutsideAHuggingFaceFolderIsNotAskedOfTransformers)
+{
+    // transformers builds models from a config.json with a model_type; a convolutional net's
+    // export has only the quantization_config there: the consumer is not asked, the verify
+    // line says why, and the verification stands on BitLens's own checks.
+    test::TempDir dir;
+    const auto model = prepare(convNet(4), "static-int8");
+    const std::string path = dir.file("model.safetensors");
+    ASSERT_TRUE(exporting::exportModel(model, exporting::ExportFormat::Safetensors, path).ok());
+    auto v = exporting::verifyExport(path, exporting::ExportFormat::Safetensors, model,
+                                     samples(20, 13));
+    ASSERT_TRUE(v.ok()) << v.error().userMessage();
+    EXPECT_TRUE(v->ok) << v->message;
+    ASSERT_TRUE(v->consumer);
+    EXPECT_TRUE(v->consumer->runtime.empty());
+    EXPECT_NE(v->consumer->skipped.find("names no model_type"), std::string::npos)
+        << v->consumer->skipped;
+    EXPECT_NE(v->message.find("consumer not asked: "), std::string::npos) << v->message;
+}
+
 /// The tiny Llama of tests/data/hf (2 layers, vocabulary 64) built as the app builds it.
 ir::Graph tinyLlama()
 {
