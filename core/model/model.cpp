@@ -474,6 +474,16 @@ Result<ModelSummary> summarize(const ir::Graph& graph, const std::string& path,
     if (!shapes) {
         Error e = shapes.error();
         e.path = path;
+        // The zero sample is BitLens's own input, so a node that fails on it fails for what the
+        // file says (an attribute, a wiring, a shape): bad input naming the node, exit 3, or
+        // unsupported (4) where the op says what it does not support. Only a failed allocation
+        // stays a resource failure (exit 5).
+        const auto says = [&](const char* words) {
+            return e.message.find(words) != std::string::npos;
+        };
+        if (e.code == ErrorCode::Runtime && !says("out of memory") && !says("can't allocate"))
+            e.code = says("not supported") || says("unsupported") ? ErrorCode::Unsupported
+                                                                   : ErrorCode::BadInput;
         e.message = "the model does not run on a zero input: " + e.message;
         return e;
     }
