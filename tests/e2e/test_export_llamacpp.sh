@@ -259,30 +259,6 @@ print(f"smollm2 all-float export: llama.cpp {l['perplexity']:.6f}, BitLens float
 assert l["tokens"] == 8 * 511, l
 assert abs(rel) <= 1e-4, rel
 PY
-  # llama.cpp's activation rounding, simulated: the gguf-q4_k file's weights in transformers
-  # (float32), the input of each of its matmuls rounded to the Q8_0 / Q8_K blocks llama.cpp's
-  # CPU dot products take (ggml_act_rounding.py), against llama.cpp on the same file (K / V in
-  # float32, which the simulation keeps).
-  check smollm-q4_k-act-rounding 0 "$py" "$here/ggml_act_rounding.py" \
-    "$tmp/smollm-gguf-q4_k.gguf" "$tmp/windows.npy" --round
-  cp "$tmp/out" "$tmp/smollm-q4_k-rounded.json"
-  check smollm-llamacpp-q4_k-kvf32 0 "$py" "$lcp" perplexity "$tmp/smollm-gguf-q4_k.gguf" \
-    "$tmp/windows.npy" --kv-f32
-  cp "$tmp/out" "$tmp/smollm-q4_k-kvf32.llama.json"
-  expect smollm-q4_k-act-rounding-agrees "$py" - "$tmp" <<'PY'
-import json, sys
-d = sys.argv[1]
-b = json.load(open(d + "/smollm-gguf-q4_k.json"))["metric"]["quantized"]
-s = json.load(open(d + "/smollm-q4_k-rounded.json"))
-l = json.load(open(d + "/smollm-q4_k-kvf32.llama.json"))
-assert s["rounded"] == {"Q8_0": 181, "Q8_K": 30} and s["tokens"] == l["tokens"], (s, l)
-rel = s["perplexity"] / l["perplexity"] - 1
-print(f"smollm2 gguf-q4_k, llama.cpp's Q8_0 / Q8_K activation rounding simulated on the file's "
-      f"weights: {s['perplexity']:.4f}; llama.cpp (K / V float32) {l['perplexity']:.4f} "
-      f"({100 * rel:+.2f} %, bound 0.5 %); BitLens (float activations) {b:.4f} "
-      f"({100 * (l['perplexity'] / b - 1):+.2f} %)")
-assert abs(rel) <= 0.005, rel
-PY
   # KL divergence as llama-perplexity --kl-divergence computes it, from llama.cpp's own logits:
   # the all-float export as the base, the gguf-q4_0 export as the quantized model, the same 8
   # windows; against BitLens's report (quantize --eval: kl_divergence). Measured on an AMD EPYC
