@@ -24,6 +24,7 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--precision", true}, {"--kv-precision", true}, {"--act-precision", true},
     {"--use", true}, {"--context", true}, {"--gpu", true}, {"--cards", true},
     {"--list", false}, {"--rank", true}, {"--checkpointing", false}, {"--by", true},
+    {"--engine", true},
 };
 
 } // namespace
