@@ -66,7 +66,7 @@ assert whole["kl_divergence"]["tokens"] > 0
 if bad:
     print("\n".join(bad[:20]))
     sys.exit(1)
-print(f"{len(whole['layers'])} layers, ppl {block['metric']['quantized']['value']:.6f}, "
+print(f"{len(whole['layers'])} layers, ppl {block['metric']['quantized']:.6f}, "
       f"KLD {block['kl_divergence']['kld']['mean']:.3e}: equal")
 PY
 }
