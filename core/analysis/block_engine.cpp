@@ -101,8 +101,6 @@ std::string blockEngineUnsupported(const ir::Graph& graph, const quant::Scheme& 
                std::string(ir::metricNameOf(ir::taskOf(graph)));
     if (scheme.qat)
         return "quantization-aware training (" + scheme.preset + ") trains the whole model";
-    if (scheme.foldBatchNorm)
-        return "scheme " + scheme.preset + " folds BatchNorm, which needs the whole graph";
     auto plan = quant::makePlan(graph, scheme);
     if (!plan)
         return plan.error().message;
@@ -120,6 +118,8 @@ std::string blockEngineUnsupported(const ir::Graph& graph, const quant::Scheme& 
                    " reads each layer's calibration inputs, which it does not run yet (layer '" +
                    name + "'); round to nearest runs";
     }
+    if (scheme.foldBatchNorm)
+        return "scheme " + scheme.preset + " folds BatchNorm, which needs the whole graph";
     return {};
 }
 
