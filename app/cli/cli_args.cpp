@@ -26,7 +26,7 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--list", false}, {"--rank", true}, {"--checkpointing", false}, {"--by", true},
     {"--layers", true}, {"--estimate", false}, {"--help", false},
     {"--prompt", true}, {"--max-tokens", true}, {"--seed", true}, {"--temperature", true},
-    {"--top-k", true}, {"--top-p", true},
+    {"--top-k", true}, {"--top-p", true}, {"--engine", true},
 };
 
 } // namespace

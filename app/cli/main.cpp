@@ -30,9 +30,10 @@ commands:
   run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda] [--scheme SCHEME [--calib DATA]]
                                      run the model, write each output as DIR/<name>.npy
   quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
-           [--out FILE.onnx [--verify]]
+           [--out FILE.onnx [--verify]] [--engine whole|block]
                                      quantize, compare layer by layer with float, measure;
-                                     --out also exports (format from the extension)
+                                     --out also exports (format from the extension);
+                                     --engine block: an LLM one decoder block at a time
   compare MODEL --schemes S1,S2,...|all [--calib DATA] [--eval DATA] [--report FILE.json]
                                      one quantize run per scheme, side by side (all: every
                                      post-training preset; name qat-* schemes to train them)

@@ -286,6 +286,100 @@ LmDivergence summarizeDivergence(const std::vector<double>& nllQuantized,
 /// Token rows per float64 block of the KL divergence.
 constexpr std::int64_t kKldRows = 128;
 
+std::int64_t lmWindowBatch(const ir::Graph& graph, std::int64_t seq, std::int64_t batch)
+{
+    return windowBatch(graph, seq, batch);
+}
+
+DivergenceAccumulator::DivergenceAccumulator(std::int64_t overlap, std::string path)
+    : m_overlap(overlap), m_path(std::move(path))
+{
+}
+
+Result<void> DivergenceAccumulator::add(const at::Tensor& lf, const at::Tensor& lq,
+                                        const at::Tensor& ids, std::int64_t start,
+                                        std::int64_t end)
+{
+    const std::int64_t seq = ids.size(1);
+    auto sf = scoreTargets(lf, ids, start, end, m_overlap, m_path);
+    if (!sf)
+        return sf.error();
+    auto sq = scoreTargets(lq, ids, start, end, m_overlap, m_path);
+    if (!sq)
+        return sq.error();
+    const at::Tensor& keep = sf->second;
+    m_nllSumF -= sf->first.masked_select(keep).to(at::kDouble).sum().item<double>();
+    m_nllSumQ -= sq->first.masked_select(keep).to(at::kDouble).sum().item<double>();
+    const at::Tensor targets = ids.slice(1, 1, seq).to(lf.device());
+    for (std::int64_t b = 0; b < end - start; ++b) {
+        // One window's [S - 1, vocab] distributions in float64: sum_v P_v ln(P_v / Q_v)
+        // cancels almost exactly for a good quantization, so float32 would leave
+        // rounding noise of the size of the divergence itself.
+        const at::Tensor kb = keep[b];
+        const at::Tensor wf =
+            lf[b].slice(0, 0, seq - 1).masked_select(kb.unsqueeze(-1)).view({-1, lf.size(2)});
+        const at::Tensor wq =
+            lq[b].slice(0, 0, seq - 1).masked_select(kb.unsqueeze(-1)).view({-1, lq.size(2)});
+        const at::Tensor t = targets[b].masked_select(kb).unsqueeze(-1);
+        // Rows are independent: 128 tokens at a time hold 128 x vocab float64 values
+        // per term instead of the whole window's (SmolLM2: 50 MB, not 400 MB), and give
+        // the same numbers.
+        std::vector<at::Tensor> kParts, dpParts;
+        for (std::int64_t r0 = 0; r0 < wf.size(0); r0 += kKldRows) {
+            const std::int64_t r1 = std::min(wf.size(0), r0 + kKldRows);
+            const at::Tensor lpf = at::log_softmax(wf.slice(0, r0, r1).to(at::kDouble), -1);
+            const at::Tensor lpq = at::log_softmax(wq.slice(0, r0, r1).to(at::kDouble), -1);
+            const at::Tensor tr = t.slice(0, r0, r1);
+            kParts.push_back((lpf.exp() * (lpf - lpq)).sum(-1).to(at::kCPU));
+            const at::Tensor dpRows = lpq.gather(1, tr).exp() - lpf.gather(1, tr).exp();
+            dpParts.push_back(dpRows.squeeze(-1).to(at::kCPU));
+        }
+        const at::Tensor k =
+            kParts.empty() ? at::empty({0}, at::kDouble) : at::cat(kParts).contiguous();
+        const at::Tensor dp =
+            dpParts.empty() ? at::empty({0}, at::kDouble) : at::cat(dpParts).contiguous();
+        m_sameTop += wf.argmax(-1).eq(wq.argmax(-1)).sum().item<std::int64_t>();
+        const at::Tensor nf =
+            -sf->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();
+        const at::Tensor nq =
+            -sq->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();
+        const auto append = [](std::vector<double>& v, const at::Tensor& x) {
+            const double* data = x.data_ptr<double>();
+            v.insert(v.end(), data, data + x.numel());
+        };
+        append(m_kld, k);
+        append(m_deltaP, dp);
+        append(m_nllF, nf);
+        append(m_nllQ, nq);
+    }
+    return {};
+}
+
+Result<LmDivergence> DivergenceAccumulator::finish()
+{
+    LmDivergence d =
+        summarizeDivergence(m_nllQ, m_nllF, std::move(m_kld), std::move(m_deltaP), m_sameTop);
+    const double scored = static_cast<double>(d.tokens);
+    d.pplQuantized = std::exp(m_nllSumQ / scored);
+    d.pplFloat = std::exp(m_nllSumF / scored);
+    if (!std::isfinite(d.pplQuantized) || !std::isfinite(d.pplFloat) || !std::isfinite(d.meanKld))
+        return Error::runtime("KL divergence is not finite (the model's logits hold NaN or "
+                              "Inf)");
+    return d;
+}
+
+Result<void> checkLmWindows(const at::Tensor& windows, std::int64_t overlap)
+{
+    if (auto r = checkWindows(windows, {}); !r)
+        return r.error();
+    const std::int64_t seq = windows.size(1);
+    if (overlap < 0 || overlap >= seq)
+        return Error::usage("window overlap " + std::to_string(overlap) +
+                            " must be from 0 to the window length - 1 (" +
+                            std::to_string(seq - 1) + ")");
+    return {};
+}
+
 Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                                           const ir::Graph& quantGraph,
                                           std::shared_ptr<exec::NodeHook> hook,
@@ -295,13 +389,9 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                                           const CancelToken& cancel)
 {
     const std::string path;  // the caller names the data set
-    if (auto r = checkWindows(windows, path); !r)
+    if (auto r = checkLmWindows(windows, options.overlap); !r)
         return r.error();
     const std::int64_t seq = windows.size(1);
-    if (options.overlap < 0 || options.overlap >= seq)
-        return Error::usage("window overlap " + std::to_string(options.overlap) +
-                            " must be from 0 to the window length - 1 (" +
-                            std::to_string(seq - 1) + ")");
     try {
         c10::InferenceMode guard;
         exec::Executor floatExec(floatGraph, exec::ExecOptions{device});
@@ -310,9 +400,7 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
             quantExec.addHook(hook);
         // The perplexities are summed exactly as evaluatePerplexity sums them (same batches,
         // same reductions), so they equal its numbers bit for bit.
-        double nllSumQ = 0.0, nllSumF = 0.0;
-        std::vector<double> nllQ, nllF, kld, deltaP;
-        std::int64_t sameTop = 0;
+        DivergenceAccumulator acc(options.overlap, path);
         const std::int64_t batch = windowBatch(floatGraph, seq, options.batchSize);
         auto r = forBatches(windows.size(0), batch, progress, cancel,
                             [&](std::int64_t start, std::int64_t end) -> Result<void> {
@@ -323,71 +411,11 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
             auto lq = firstOutput(quantExec, quantGraph, ids, path);
             if (!lq)
                 return lq.error();
-            auto sf = scoreTargets(*lf, ids, start, end, options.overlap, path);
-            if (!sf)
-                return sf.error();
-            auto sq = scoreTargets(*lq, ids, start, end, options.overlap, path);
-            if (!sq)
-                return sq.error();
-            const at::Tensor& keep = sf->second;
-            nllSumF -= sf->first.masked_select(keep).to(at::kDouble).sum().item<double>();
-            nllSumQ -= sq->first.masked_select(keep).to(at::kDouble).sum().item<double>();
-            const at::Tensor targets = ids.slice(1, 1, seq).to(lf->device());
-            for (std::int64_t b = 0; b < end - start; ++b) {
-                // One window's [S - 1, vocab] distributions in float64: sum_v P_v ln(P_v / Q_v)
-                // cancels almost exactly for a good quantization, so float32 would leave
-                // rounding noise of the size of the divergence itself.
-                const at::Tensor kb = keep[b];
-                const at::Tensor wf = (*lf)[b].slice(0, 0, seq - 1).masked_select(
-                    kb.unsqueeze(-1)).view({-1, lf->size(2)});
-                const at::Tensor wq = (*lq)[b].slice(0, 0, seq - 1).masked_select(
-                    kb.unsqueeze(-1)).view({-1, lq->size(2)});
-                const at::Tensor t = targets[b].masked_select(kb).unsqueeze(-1);
-                // Rows are independent: 128 tokens at a time hold 128 x vocab float64 values
-                // per term instead of the whole window's (SmolLM2: 50 MB, not 400 MB), and give
-                // the same numbers.
-                std::vector<at::Tensor> kParts, dpParts;
-                for (std::int64_t r0 = 0; r0 < wf.size(0); r0 += kKldRows) {
-                    const std::int64_t r1 = std::min(wf.size(0), r0 + kKldRows);
-                    const at::Tensor lpf =
-                        at::log_softmax(wf.slice(0, r0, r1).to(at::kDouble), -1);
-                    const at::Tensor lpq =
-                        at::log_softmax(wq.slice(0, r0, r1).to(at::kDouble), -1);
-                    const at::Tensor tr = t.slice(0, r0, r1);
-                    kParts.push_back((lpf.exp() * (lpf - lpq)).sum(-1).to(at::kCPU));
-                    const at::Tensor dpRows = lpq.gather(1, tr).exp() - lpf.gather(1, tr).exp();
-                    dpParts.push_back(dpRows.squeeze(-1).to(at::kCPU));
-                }
-                const at::Tensor k = kParts.empty() ? at::empty({0}, at::kDouble)
-                                                    : at::cat(kParts).contiguous();
-                const at::Tensor dp = dpParts.empty() ? at::empty({0}, at::kDouble)
-                                                      : at::cat(dpParts).contiguous();
-                sameTop += wf.argmax(-1).eq(wq.argmax(-1)).sum().item<std::int64_t>();
-                const at::Tensor nf = -sf->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();
-                const at::Tensor nq = -sq->first[b].masked_select(kb).to(at::kDouble).to(at::kCPU).contiguous();
-                const auto append = [](std::vector<double>& v, const at::Tensor& x) {
-                    const double* data = x.data_ptr<double>();
-                    v.insert(v.end(), data, data + x.numel());
-                };
-                append(kld, k);
-                append(deltaP, dp);
-                append(nllF, nf);
-                append(nllQ, nq);
-            }
-            return {};
+            return acc.add(*lf, *lq, ids, start, end);
         });
         if (!r)
             return r.error();
-        LmDivergence d = summarizeDivergence(nllQ, nllF, std::move(kld), std::move(deltaP),
-                                             sameTop);
-        const double scored = static_cast<double>(d.tokens);
-        d.pplQuantized = std::exp(nllSumQ / scored);
-        d.pplFloat = std::exp(nllSumF / scored);
-        if (!std::isfinite(d.pplQuantized) || !std::isfinite(d.pplFloat) ||
-            !std::isfinite(d.meanKld))
-            return Error::runtime("KL divergence is not finite (the model's logits hold NaN or "
-                                  "Inf)");
-        return d;
+        return acc.finish();
     } catch (const c10::Error& e) {
         return Error::runtime(std::string("KL divergence failed: ") + e.what_without_backtrace());
     }

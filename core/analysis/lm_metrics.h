@@ -95,6 +95,33 @@ Result<LmDivergence> evaluateLmDivergence(const ir::Graph& floatGraph,
                                           Progress& progress = Progress::none(),
                                           const CancelToken& cancel = CancelToken());
 
+/// evaluateLmDivergence's scoring, batch by batch, for callers that compute the logits
+/// themselves (the block engine, analysis/block_engine.h): add() takes the float and quantized
+/// logits [b, S, vocab] of windows ids [b, S] (rows start..end of the data, in order), finish()
+/// gives the statistics. The same batches give evaluateLmDivergence's numbers bit for bit.
+class DivergenceAccumulator {
+public:
+    explicit DivergenceAccumulator(std::int64_t overlap, std::string path = {});
+    Result<void> add(const at::Tensor& floatLogits, const at::Tensor& quantLogits,
+                     const at::Tensor& ids, std::int64_t start, std::int64_t end);
+    Result<LmDivergence> finish();
+
+private:
+    std::int64_t m_overlap = 0;
+    std::string m_path;
+    double m_nllSumQ = 0.0, m_nllSumF = 0.0;
+    std::vector<double> m_nllQ, m_nllF, m_kld, m_deltaP;
+    std::int64_t m_sameTop = 0;
+};
+
+/// Token windows [N, S] a language-model metric accepts (Usage / BadInput errors otherwise),
+/// with `overlap` in 0..S-1.
+Result<void> checkLmWindows(const at::Tensor& windows, std::int64_t overlap);
+
+/// Windows per batch of the language-model metrics: `batch`, fewer when the logits of a batch
+/// [b, S, vocab] would pass ~256 MB.
+std::int64_t lmWindowBatch(const ir::Graph& graph, std::int64_t seq, std::int64_t batch);
+
 /// Sentence embeddings as sentence-transformers makes them: the mean of the token embeddings
 /// [N, S, H] over tokens whose mask [N, S] is non-zero.
 at::Tensor meanPool(const at::Tensor& tokenEmbeddings, const at::Tensor& mask);

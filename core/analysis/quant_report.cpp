@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <set>
 
@@ -234,6 +235,141 @@ Result<MetricValue> evaluateQuantized(const quant::QuantizedModel& model, const 
     return MetricValue{"top1", static_cast<double>(correct) / static_cast<double>(n), n};
 }
 
+std::string weightHash(const at::Tensor& weight)
+{
+    // FNV-1a over 64-bit words (the tail bytes one by one): fast enough for every weight of an
+    // 8B model, and any changed code changes the dequantized value it hashes.
+    const at::Tensor w = weight.to(at::kCPU, at::kFloat).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(w.data_ptr());
+    const std::size_t n = static_cast<std::size_t>(w.nbytes());
+    std::uint64_t h = 14695981039346656037ull;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t word;
+        std::memcpy(&word, bytes + i, 8);
+        h = (h ^ word) * 1099511628211ull;
+    }
+    for (; i < n; ++i)
+        h = (h ^ bytes[i]) * 1099511628211ull;
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+    return text;
+}
+
+LayerReport layerReport(const ir::Node& node, const quant::QuantizedModel& model,
+                        const quant::LayerQuant& lq,
+                        const std::map<std::string, at::Tensor>& floatValues,
+                        const std::map<std::string, at::Tensor>& quantValues,
+                        const AnalysisOptions& options)
+{
+    const auto* floatVals = &floatValues;
+    const auto* quantVals = &quantValues;
+    LayerReport row;
+    row.name = node.name;
+    row.op = std::string(ir::opKindName(node.op));
+    row.config = lq.config.describe();
+    row.note = lq.note;
+    row.method = lq.method;
+    row.methodLossRtn = lq.methodLossRtn;
+    row.methodLoss = lq.methodLoss;
+    row.params = lq.params;
+    row.bytesFloat = lq.bytesFloat;
+    row.bytesQuantized = lq.bytesQuantized;
+    const bool isFloat = lq.config.keepFloat;
+    row.weightType = isFloat ? "float32" : typeName(lq.config.weightType);
+    row.actType = isFloat || lq.config.actMode == quant::ActMode::Float
+                      ? "float32"
+                      : typeName(lq.config.actType);
+    row.simulated = !isFloat;
+    row.kernel = isFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
+
+    // Local: this layer alone quantized, fed the float model's inputs.
+    std::vector<at::Tensor> inputs;
+    for (const auto& in : node.inputs) {
+        if (in.empty())
+            inputs.emplace_back();
+        else if (const at::Tensor* w = model.graph.initializer(in))
+            inputs.push_back(model.graph.readAs(in, *w).to(options.device));
+        else
+            inputs.push_back(floatVals->at(in));
+    }
+    const std::vector<at::Tensor> floatInputs = inputs;
+    auto hook = quant::makeQuantHook(model, {node.name});
+    hook->beforeNode(node, inputs);
+    std::vector<at::Tensor> localOuts;  // LSTM / GRU: the hook runs the recurrence
+    if (!hook->computeNode(node, inputs, localOuts))
+        localOuts = exec::runNode(node, inputs, exec::ExecOptions{options.device});
+    const at::Tensor local = localOuts.front();
+    const at::Tensor& ref = floatVals->at(node.outputs.front());
+    const at::Tensor& acc = quantVals->at(node.outputs.front());
+    row.local = compareTensors(ref, local);
+    row.accumulated = compareTensors(ref, acc);
+    const at::Tensor err = (acc - ref).to(at::kCPU);
+    const double range = std::max(err.abs().max().item<double>(), 1e-12);
+    row.errorHistogram = histogram(err, options.histogramBins, -range, range);
+    // LSTM / GRU: W and R together are the layer's weights.
+    const bool recurrent = node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU;
+    auto allWeights = [&](const at::Tensor& w, const at::Tensor& r) {
+        return recurrent ? at::cat({w.reshape({-1}), r.reshape({-1})}) : w;
+    };
+    const at::Tensor wShown =
+        isFloat ? allWeights(floatInputs[1], recurrent ? floatInputs[2] : at::Tensor())
+                : allWeights(lq.weightFloat, lq.recurrentFloat);
+    if (!isFloat) {
+        const at::Tensor fq = allWeights(lq.weightFq, lq.recurrentFq);
+        row.weight = compareTensors(wShown, fq);
+        row.weightHash = weightHash(fq);
+    }
+    row.weightHistogram = histogram(wShown, options.histogramBins);
+    row.actHistogram = histogram(floatVals->at(node.inputs[0]), options.histogramBins);
+    row.weightMin = wShown.min().item<double>();
+    row.weightMax = wShown.max().item<double>();
+    row.actClip = lq.actClip;
+    // The calibration overlay: what each observer would clip this input to, and what
+    // that costs at the layer's output (smoothed layers see a different input: skipped).
+    const bool quantizedActs = lq.config.actMode == quant::ActMode::Static ||
+                               lq.config.actMode == quant::ActMode::Dynamic;
+    // Block formats (MX, NVFP4) scale every block of 16 / 32 on its own: no clip.
+    if (!isFloat && quantizedActs && !lq.smooth.defined() &&
+        quant::traits(lq.config.actType).needsScale &&
+        !quant::isBlockFormat(quant::traits(lq.config.actType))) {
+        for (const char* spec : {"minmax", "percentile:99.99", "entropy", "mse"}) {
+            auto observer = (*quant::observerFactory(spec))();
+            if (!observer->observe(floatInputs[0]))
+                continue;
+            const quant::ClipChoice clip =
+                observer->choose(lq.config.actType, lq.config.actSymmetric);
+            const quant::QParams qp = quant::chooseQParams(
+                at::full({}, clip.lo, at::kFloat), at::full({}, clip.hi, at::kFloat),
+                lq.config.actType, lq.config.actSymmetric,
+                quant::Granularity::perTensor());
+            at::Tensor y;
+            if (recurrent) {
+                // The recurrence as a static scheme runs it with this clip of X.
+                quant::QuantizedModel one;
+                quant::LayerQuant& l = one.layers[node.name] = lq;
+                l.config.actMode = quant::ActMode::Static;
+                l.act = qp;
+                l.hiddenAct = quant::hiddenStateQParams(lq.config);
+                auto clipHook = quant::makeQuantHook(one);
+                std::vector<at::Tensor> in = floatInputs;
+                std::vector<at::Tensor> outs;
+                clipHook->beforeNode(node, in);
+                clipHook->computeNode(node, in, outs);
+                y = outs.front();
+            } else {
+                std::vector<at::Tensor> in = floatInputs;
+                in[0] = quant::fakeQuantize(floatInputs[0], qp);
+                in[1] = lq.weightFq.to(options.device);
+                y = exec::runNode(node, in, exec::ExecOptions{options.device}).front();
+            }
+            row.calibrators.push_back({spec, clip.lo, clip.hi,
+                                       compareTensors(ref, y).sqnrDb, clip.why});
+        }
+    }
+    return row;
+}
+
 Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedModel& model,
                             const at::Tensor& analysisBatch, const io::Dataset* eval,
                             const AnalysisOptions& options, std::optional<MetricValue> floatMetric,
@@ -290,110 +426,8 @@ Result<QuantReport> analyze(const ir::Graph& floatGraph, const quant::QuantizedM
                 continue;
             if (cancel.cancelled())
                 return Error::cancelled();
-            const quant::LayerQuant& lq = it->second;
-            LayerReport row;
-            row.name = node.name;
-            row.op = std::string(ir::opKindName(node.op));
-            row.config = lq.config.describe();
-            row.note = lq.note;
-            row.method = lq.method;
-            row.methodLossRtn = lq.methodLossRtn;
-            row.methodLoss = lq.methodLoss;
-            row.params = lq.params;
-            row.bytesFloat = lq.bytesFloat;
-            row.bytesQuantized = lq.bytesQuantized;
-            const bool isFloat = lq.config.keepFloat;
-            row.weightType = isFloat ? "float32" : typeName(lq.config.weightType);
-            row.actType = isFloat || lq.config.actMode == quant::ActMode::Float
-                              ? "float32"
-                              : typeName(lq.config.actType);
-            row.simulated = !isFloat;
-            row.kernel = isFloat ? "float32 (LibTorch)" : "fake-quant (simulated)";
-
-            // Local: this layer alone quantized, fed the float model's inputs.
-            std::vector<at::Tensor> inputs;
-            for (const auto& in : node.inputs) {
-                if (in.empty())
-                    inputs.emplace_back();
-                else if (const at::Tensor* w = model.graph.initializer(in))
-                    inputs.push_back(w->to(options.device));
-                else
-                    inputs.push_back(floatVals->at(in));
-            }
-            const std::vector<at::Tensor> floatInputs = inputs;
-            auto hook = quant::makeQuantHook(model, {node.name});
-            hook->beforeNode(node, inputs);
-            std::vector<at::Tensor> localOuts;  // LSTM / GRU: the hook runs the recurrence
-            if (!hook->computeNode(node, inputs, localOuts))
-                localOuts = exec::runNode(node, inputs, exec::ExecOptions{options.device});
-            const at::Tensor local = localOuts.front();
-            const at::Tensor& ref = floatVals->at(node.outputs.front());
-            const at::Tensor& acc = quantVals->at(node.outputs.front());
-            row.local = compareTensors(ref, local);
-            row.accumulated = compareTensors(ref, acc);
-            const at::Tensor err = (acc - ref).to(at::kCPU);
-            const double range = std::max(err.abs().max().item<double>(), 1e-12);
-            row.errorHistogram = histogram(err, options.histogramBins, -range, range);
-            // LSTM / GRU: W and R together are the layer's weights.
-            const bool recurrent = node.op == ir::OpKind::LSTM || node.op == ir::OpKind::GRU;
-            auto allWeights = [&](const at::Tensor& w, const at::Tensor& r) {
-                return recurrent ? at::cat({w.reshape({-1}), r.reshape({-1})}) : w;
-            };
-            const at::Tensor wShown =
-                isFloat ? allWeights(*model.graph.initializer(node.inputs[1]),
-                                     recurrent ? *model.graph.initializer(node.inputs[2])
-                                               : at::Tensor())
-                        : allWeights(lq.weightFloat, lq.recurrentFloat);
-            if (!isFloat)
-                row.weight = compareTensors(wShown, allWeights(lq.weightFq, lq.recurrentFq));
-            row.weightHistogram = histogram(wShown, options.histogramBins);
-            row.actHistogram = histogram(floatVals->at(node.inputs[0]), options.histogramBins);
-            row.weightMin = wShown.min().item<double>();
-            row.weightMax = wShown.max().item<double>();
-            row.actClip = lq.actClip;
-            // The calibration overlay: what each observer would clip this input to, and what
-            // that costs at the layer's output (smoothed layers see a different input: skipped).
-            const bool quantizedActs = lq.config.actMode == quant::ActMode::Static ||
-                                       lq.config.actMode == quant::ActMode::Dynamic;
-            // Block formats (MX, NVFP4) scale every block of 16 / 32 on its own: no clip.
-            if (!isFloat && quantizedActs && !lq.smooth.defined() &&
-                quant::traits(lq.config.actType).needsScale &&
-                !quant::isBlockFormat(quant::traits(lq.config.actType))) {
-                for (const char* spec : {"minmax", "percentile:99.99", "entropy", "mse"}) {
-                    auto observer = (*quant::observerFactory(spec))();
-                    if (!observer->observe(floatInputs[0]))
-                        continue;
-                    const quant::ClipChoice clip =
-                        observer->choose(lq.config.actType, lq.config.actSymmetric);
-                    const quant::QParams qp = quant::chooseQParams(
-                        at::full({}, clip.lo, at::kFloat), at::full({}, clip.hi, at::kFloat),
-                        lq.config.actType, lq.config.actSymmetric,
-                        quant::Granularity::perTensor());
-                    at::Tensor y;
-                    if (recurrent) {
-                        // The recurrence as a static scheme runs it with this clip of X.
-                        quant::QuantizedModel one;
-                        quant::LayerQuant& l = one.layers[node.name] = lq;
-                        l.config.actMode = quant::ActMode::Static;
-                        l.act = qp;
-                        l.hiddenAct = quant::hiddenStateQParams(lq.config);
-                        auto clipHook = quant::makeQuantHook(one);
-                        std::vector<at::Tensor> in = floatInputs;
-                        std::vector<at::Tensor> outs;
-                        clipHook->beforeNode(node, in);
-                        clipHook->computeNode(node, in, outs);
-                        y = outs.front();
-                    } else {
-                        std::vector<at::Tensor> in = floatInputs;
-                        in[0] = quant::fakeQuantize(floatInputs[0], qp);
-                        in[1] = lq.weightFq.to(options.device);
-                        y = exec::runNode(node, in, exec::ExecOptions{options.device}).front();
-                    }
-                    row.calibrators.push_back({spec, clip.lo, clip.hi,
-                                               compareTensors(ref, y).sqnrDb, clip.why});
-                }
-            }
-            report.layers.push_back(std::move(row));
+            report.layers.push_back(
+                layerReport(node, model, it->second, *floatVals, *quantVals, options));
         }
 
         // Language models and encoders are timed on one window: each timed run of a

@@ -48,6 +48,10 @@ struct LayerReport {
     ErrorStats local;            ///< only this layer quantized, float inputs
     ErrorStats accumulated;      ///< everything up to here quantized
     ErrorStats weight;           ///< quantized vs float weights
+    /// weightHash() of the quantize-dequantized weights (empty when kept float): equal hashes
+    /// mean the same codes and scales (report.json "weight_hash"; the block engine's test
+    /// compares it with the whole-model engine's).
+    std::string weightHash;
     HistogramData errorHistogram;   ///< accumulated output error (quantized - float)
     HistogramData weightHistogram;  ///< float weights (after smoothing)
     HistogramData actHistogram;     ///< the layer's float input activation on the analysis batch
@@ -65,6 +69,9 @@ struct LayerReport {
     };
     std::vector<Calibrator> calibrators;
 };
+
+/// FNV-1a (64 bits, hex) of a tensor's values as float32.
+std::string weightHash(const at::Tensor& weight);
 
 /// Throughput of float vs quantized, measured side by side in one process.
 struct Throughput {
@@ -123,6 +130,9 @@ struct QuantReport {
     std::vector<std::string> reusedLayers;  ///< layers prepare took unchanged from an earlier run
     std::int64_t analysisSamples = 0;
     double seconds = 0.0;  ///< wall time of prepare + analysis + metric
+    /// What ran it: "whole" (quant::prepare, then analyze on the whole model) or "block"
+    /// (analysis/block_engine.h: one decoder block at a time; no throughput).
+    std::string engine = "whole";
     std::optional<quant::QatSummary> qat;  ///< quantization-aware training, when it ran
 };
 
@@ -154,6 +164,15 @@ struct AnalysisOptions {
     std::vector<std::string> sensitivityLayers;
 };
 
+/// One layer's row of a report: `lq`'s configuration and weights, its local error (this layer
+/// alone quantized on the float run's inputs, `floatValues`) and accumulated error (the
+/// quantized run's output, `quantValues`), histograms and the calibrator overlay. Both values
+/// maps hold the layer's inputs and output by value name; `model.graph` holds its weights.
+LayerReport layerReport(const ir::Node& node, const quant::QuantizedModel& model,
+                        const quant::LayerQuant& lq,
+                        const std::map<std::string, at::Tensor>& floatValues,
+                        const std::map<std::string, at::Tensor>& quantValues,
+                        const AnalysisOptions& options);
 
 /// Compares `model` (prepared from `floatGraph`) with the float graph on `analysisBatch`, and
 /// measures the task metric on `eval` when given (float metric reused from `floatMetric` when

@@ -95,6 +95,8 @@ json reportToJson(const analysis::QuantReport& r)
                     {"weight_histogram", histogramJson(l.weightHistogram)},
                     {"weight_range", {l.weightMin, l.weightMax}},
                     {"act_histogram", histogramJson(l.actHistogram)}};
+        if (!l.weightHash.empty())
+            row["weight_hash"] = l.weightHash;
         if (!l.note.empty())
             row["note"] = l.note;
         if (l.method != "rtn")
@@ -137,7 +139,8 @@ json reportToJson(const analysis::QuantReport& r)
             {"calib_samples", r.calibSamples},
             {"reused_layers", r.reusedLayers},
             {"analysis_samples", r.analysisSamples},
-            {"seconds", r.seconds}};
+            {"seconds", r.seconds},
+            {"engine", r.engine}};
     if (r.qat)
         j["qat"] = qatJson(*r.qat);
     if (r.divergence) {

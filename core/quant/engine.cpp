@@ -603,25 +603,45 @@ const at::Tensor& codeSource(const LayerQuant& lq)
     return lq.codesFromFq ? lq.weightFq : lq.weightFloat;
 }
 
-Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
-                               const at::Tensor& calibInputs, Progress& progress,
-                               const CancelToken& cancel, const QuantizedModel* reuse)
+namespace {
+
+Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& scheme,
+                                   const at::Tensor& calibInputs, Progress& progress,
+                                   const CancelToken& cancel, const QuantizedModel* reuse,
+                                   const Plan* givenPlan)
 {
     try {
         c10::InferenceMode guard;
         QuantizedModel model;
         model.scheme = scheme;
-        // Passes rewrite weights in float32: 16-bit weights kept mapped at open widen here.
-        auto wide = ir::widened(floatGraph);
-        if (!wide)
-            return wide.error();
-        model.bytesFloat = wide->parameterBytes();
-        model.graph = scheme.foldBatchNorm ? foldBatchNorm(*wide, &model.foldedBatchNorms)
-                                           : std::move(wide).value();
-        auto plan = makePlan(model.graph, scheme);
-        if (!plan)
-            return plan.error();
-        model.plan = *plan;
+        if (givenPlan) {
+            // A part: the caller widened the weights its quantized layers read; the rest
+            // (a float head, norms) stay as they are, widened by the executor as it reads them.
+            if (scheme.foldBatchNorm)
+                return Error::unsupported({}, "scheme " + scheme.preset +
+                                                  " folds BatchNorm, which needs the whole graph");
+            model.graph = floatGraph;
+            model.bytesFloat = model.graph.parameterBytes();
+        } else {
+            // Passes rewrite weights in float32: 16-bit weights kept mapped at open widen here.
+            auto wide = ir::widened(floatGraph);
+            if (!wide)
+                return wide.error();
+            model.bytesFloat = wide->parameterBytes();
+            model.graph = scheme.foldBatchNorm ? foldBatchNorm(*wide, &model.foldedBatchNorms)
+                                               : std::move(wide).value();
+        }
+        if (givenPlan) {
+            // A part of a graph: its layers as the whole graph's plan configures them.
+            for (const auto& node : model.graph.nodes)
+                if (auto it = givenPlan->layers.find(node.name); it != givenPlan->layers.end())
+                    model.plan.layers[node.name] = it->second;
+        } else {
+            auto plan = makePlan(model.graph, scheme);
+            if (!plan)
+                return plan.error();
+            model.plan = *plan;
+        }
 
         // Layers an earlier prepare already did with the same configuration and calibration.
         const std::int64_t calibCount =
@@ -859,6 +879,21 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
     } catch (const std::exception& e) {
         return Error::runtime(std::string("quantization failed: ") + e.what());
     }
+}
+
+} // namespace
+
+Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme,
+                               const at::Tensor& calibInputs, Progress& progress,
+                               const CancelToken& cancel, const QuantizedModel* reuse)
+{
+    return prepareImpl(floatGraph, scheme, calibInputs, progress, cancel, reuse, nullptr);
+}
+
+Result<QuantizedModel> preparePart(const ir::Graph& part, const Scheme& scheme, const Plan& plan,
+                                   const CancelToken& cancel)
+{
+    return prepareImpl(part, scheme, at::Tensor(), Progress::none(), cancel, nullptr, &plan);
 }
 
 std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,

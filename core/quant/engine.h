@@ -109,6 +109,14 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                                const CancelToken& cancel = CancelToken(),
                                const QuantizedModel* reuse = nullptr);
 
+/// prepare for a part of a graph (analysis/block_engine.h: one decoder block): `part` holds
+/// some of a graph's nodes and their weights, the weights of its quantized layers already in
+/// float32 (the rest may stay widenOnRead: the executor widens them as it reads them), and
+/// `plan` is the whole graph's (makePlan), so each layer is configured as in the whole graph.
+/// Schemes that read calibration data are refused (Usage: they need prepare's calibration).
+Result<QuantizedModel> preparePart(const ir::Graph& part, const Scheme& scheme, const Plan& plan,
+                                   const CancelToken& cancel = CancelToken());
+
 /// A hook that makes an executor over `model.graph` run the quantized model. With `only`
 /// non-empty, just those layers are quantized (for local error and sensitivity).
 std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,

@@ -2,6 +2,7 @@
 
 #include "workspace/workspace_state.h"
 
+#include "analysis/block_engine.h"
 #include "analysis/layer_filter.h"
 #include "analysis/lm_metrics.h"
 #include "analysis/memory_estimate.h"
@@ -337,6 +338,48 @@ Result<Run> runOne(Workspace& ws, const ResolvedData& data, const quant::Scheme&
     return out;
 }
 
+/// One scheme on resolved data by the block engine (RunRequest::engine "block").
+Result<Run> runBlocks(Workspace& ws, const ResolvedData& data, const quant::Scheme& scheme,
+                      Progress& progress, const CancelToken& cancel, const RunRequest& request)
+{
+    const ir::Graph& graph = ws.model()->graph();
+    if (const std::string why = analysis::blockEngineUnsupported(graph, scheme); !why.empty())
+        return Error::unsupported(ws.model()->path(),
+                                  "--engine block cannot run " + scheme.spec + ": " + why);
+    const at::Tensor rows = data.eval ? data.eval->inputs : data.analysisBatch();
+    // Refused before anything is allocated when one block, the carried hidden states and one
+    // batch of logits cannot fit.
+    const std::int64_t windows = (rows.defined() && rows.dim() > 0 ? rows.size(0) : 0) +
+                                 analysis::AnalysisOptions().sequenceAnalysisSamples;
+    if (auto fits = analysis::checkMemory(
+            analysis::estimateBlockQuantize(graph, scheme, analysis::workShapeOf(graph, rows),
+                                            windows),
+            ws.model()->path());
+        !fits)
+        return fits.error();
+    analysis::AnalysisOptions options;
+    options.device = detail::deviceOf(ws);
+    if (request.onLayers)
+        options.onLayers = [&ws, onLayers = request.onLayers](const analysis::QuantReport& r) {
+            analysis::QuantReport partial = r;
+            partial.modelPath = ws.model()->path();
+            partial.modelFormat = ws.model()->format();
+            partial.modelNote = ws.model()->note();
+            onLayers(exporting::reportToJson(partial));
+        };
+    auto report = analysis::analyzeBlockwise(graph, scheme, data.analysisBatch(), data.eval,
+                                             options, ws.model()->path(), progress, cancel);
+    if (!report)
+        return report.error();
+    report->modelPath = ws.model()->path();
+    report->modelFormat = ws.model()->format();
+    report->modelNote = ws.model()->note();
+    Run out;
+    out.report = exporting::reportToJson(*report);
+    out.details = std::make_shared<const analysis::QuantReport>(std::move(report).value());
+    return out;
+}
+
 /// The scheme of `request` with its overrides, and its data loaded for that scheme.
 Result<std::pair<quant::Scheme, ResolvedData>> schemeAndData(Workspace& ws,
                                                              const RunRequest& request,
@@ -387,10 +430,14 @@ Result<Run> run(Workspace& ws, const RunRequest& request, Progress& progress,
                 const CancelToken& cancel)
 {
     return guarded(ws, [&]() -> Result<Run> {
+        if (!request.engine.empty() && request.engine != "whole" && request.engine != "block")
+            return Error::usage("engine '" + request.engine + "' is not one of whole, block");
         auto in = schemeAndData(ws, request, progress, cancel);
         if (!in)
             return in.error();
         auto& [scheme, data] = *in;
+        if (request.engine == "block")
+            return runBlocks(ws, data, scheme, progress, cancel, request);
         return runOne(ws, data, scheme, progress, cancel, &request);
     });
 }
