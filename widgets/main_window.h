@@ -215,6 +215,9 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    /// Asks while a job runs, then fills `request` with the panel's run and the ranking; false
+    /// when the user kept the running job or the scheme does not parse.
+    bool prepareSensitivity(QuantRequest& request);
     /// Starts the sweep of `request` (runSensitivity after its choice).
     void startSensitivity(const QuantRequest& request);
     friend class ExportController;  ///< the export flow reads the run, model and data on screen

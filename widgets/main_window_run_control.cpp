@@ -211,14 +211,21 @@ void MainWindow::runComparison()
     updateQuantState();
 }
 
-void MainWindow::runSensitivity()
+bool MainWindow::prepareSensitivity(QuantRequest& request)
 {
     if (!askToReplaceRun(tr("the sensitivity of %1").arg(m_quantPanel->schemeText())))
-        return;
-    QuantRequest request;
+        return false;
     if (!prepareRun(request))
-        return;
+        return false;
     request.sensitivityByKld = m_reportView->sensitivityByKld();
+    return true;
+}
+
+void MainWindow::runSensitivity()
+{
+    QuantRequest request;
+    if (!prepareSensitivity(request))
+        return;
     if (!m_dialogsEnabled) {
         // Tests with dialogs off sweep as asked.
         startSensitivity(request);
@@ -259,13 +266,9 @@ void MainWindow::runSensitivity()
 
 void MainWindow::runSensitivitySweep()
 {
-    if (!askToReplaceRun(tr("the sensitivity of %1").arg(m_quantPanel->schemeText())))
-        return;
     QuantRequest request;
-    if (!prepareRun(request))
-        return;
-    request.sensitivityByKld = m_reportView->sensitivityByKld();
-    startSensitivity(request);
+    if (prepareSensitivity(request))
+        startSensitivity(request);
 }
 
 void MainWindow::startSensitivity(const QuantRequest& request)

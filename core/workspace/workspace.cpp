@@ -396,6 +396,15 @@ Result<std::pair<quant::Scheme, ResolvedData>> schemeAndData(Workspace& ws,
     return std::pair{std::move(scheme).value(), *data};
 }
 
+/// A sensitivity sweep (and its estimate) measures the metric: labelled evaluation data.
+Result<void> labelledEval(const ResolvedData& data)
+{
+    if (!data.eval)
+        return Error::usage("sensitivity needs labelled evaluation data (open a data set "
+                            "with labels)");
+    return {};
+}
+
 /// The layers `scheme` quantizes in `graph`, in graph order; a usage error when `filters`
 /// (RunRequest::sensitivityLayers) match none of them.
 Result<std::vector<std::string>> quantizedLayers(const ir::Graph& graph,
@@ -491,9 +500,8 @@ Result<Sensitivity> sensitivity(Workspace& ws, const RunRequest& request, Progre
         if (!in)
             return in.error();
         auto& [scheme, data] = *in;
-        if (!data.eval)
-            return Error::usage("sensitivity needs labelled evaluation data (open a data set "
-                                "with labels)");
+        if (auto ok = labelledEval(data); !ok)
+            return ok.error();
         Workspace::State& state = ws.state();
         const ir::Graph& graph = ws.model()->graph();
         // A filter that matches no layer is said before calibration, not after.
@@ -546,9 +554,8 @@ Result<SensitivityCost> sensitivityCost(Workspace& ws, const RunRequest& request
         if (!in)
             return in.error();
         auto& [scheme, data] = *in;
-        if (!data.eval)
-            return Error::usage("sensitivity needs labelled evaluation data (open a data set "
-                                "with labels)");
+        if (auto ok = labelledEval(data); !ok)
+            return ok.error();
         const ir::Graph& graph = ws.model()->graph();
         auto names = quantizedLayers(graph, scheme, request.sensitivityLayers);
         if (!names)
