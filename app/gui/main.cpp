@@ -204,6 +204,10 @@ int main(int argc, char** argv)
     }
     const bool compare = parser.isSet(compareOption);
     const bool sensitivity = parser.isSet(sensitivityOption);
+    // True until the last requested job has been started (and so keeps the window busy): the
+    // screenshot must not be taken in the idle moment between the model's open and the data's,
+    // or between the data and the first run (it was, on a fast machine: no run on the picture).
+    auto jobsPending = std::make_shared<bool>(!schemes.isEmpty() || compare || sensitivity);
     if (!schemes.isEmpty() || compare || sensitivity) {
         // Run once the model is open and, when --data was given, the data too; each report
         // starts the next scheme, the last one the comparison (--compare). Connected before the
@@ -212,7 +216,8 @@ int main(int argc, char** argv)
         auto next = std::make_shared<int>(0);
         auto clock = std::make_shared<QElapsedTimer>();
         const QString tab = parser.value(tabOption);
-        const auto finish = [&window, compare, sensitivity, clock, tab, exportFile] {
+        const auto finish = [&window, compare, sensitivity, clock, tab, exportFile, jobsPending] {
+            *jobsPending = false;
             if (!exportFile.isEmpty()) {
                 const QString suffix = QFileInfo(exportFile).suffix().toLower();
                 clock->start();
@@ -280,8 +285,12 @@ int main(int argc, char** argv)
         auto saved = std::make_shared<bool>(false);
         // Once every requested job ended, let the window lay out and paint, then grab it (or
         // each result tab in turn, 300 ms apart so that charts lay out).
-        const auto saveWhenIdle = [&window, screenshot, tabsPrefix, exitCode, saved] {
-            if (window.isBusy() || *saved)
+        const auto saveWhenIdle = [&window, screenshot, tabsPrefix, exitCode, saved, jobsPending,
+                                   data] {
+            // An error ends the wait: what is on screen then is the picture asked for.
+            const bool waiting = *exitCode == 0 &&
+                                 (*jobsPending || (!data.isEmpty() && !window.currentData()));
+            if (window.isBusy() || *saved || waiting)
                 return;
             *saved = true;
             if (!tabsPrefix.isEmpty()) {
