@@ -59,6 +59,17 @@ std::string partName(std::size_t p, std::size_t parts)
     return "block " + std::to_string(p) + " / " + std::to_string(parts - 2);
 }
 
+/// Whether a layer of the plan reads calibration data (static activation ranges, SmoothQuant,
+/// GPTQ, AWQ).
+bool readsCalibration(const quant::Plan& plan)
+{
+    for (const auto& [name, c] : plan.layers)
+        if (!c.keepFloat && (c.actMode == quant::ActMode::Static || c.smoothAlpha > 0.0 ||
+                             c.method != quant::LayerConfig::Method::Rtn))
+            return true;
+    return false;
+}
+
 } // namespace
 
 Result<BlockPartition> partitionBlocks(const ir::Graph& graph, const std::string& path)
@@ -104,29 +115,19 @@ std::string blockEngineUnsupported(const ir::Graph& graph, const quant::Scheme& 
     auto plan = quant::makePlan(graph, scheme);
     if (!plan)
         return plan.error().message;
-    for (const auto& [name, c] : plan->layers) {
-        if (c.keepFloat)
-            continue;
-        if (c.actMode == quant::ActMode::Static)
-            return "static activation ranges need calibration, which it does not run yet "
-                   "(layer '" + name + "'); weight-only and dynamic schemes run";
-        if (c.smoothAlpha > 0.0)
-            return "SmoothQuant reads calibration data, which it does not run yet (layer '" +
-                   name + "')";
-        if (c.method != quant::LayerConfig::Method::Rtn)
-            return std::string(c.method == quant::LayerConfig::Method::Awq ? "AWQ" : "GPTQ") +
-                   " reads each layer's calibration inputs, which it does not run yet (layer '" +
-                   name + "'); round to nearest runs";
-    }
     if (scheme.foldBatchNorm)
-        return "scheme " + scheme.preset + " folds BatchNorm, which needs the whole graph";
+        for (const auto& node : graph.nodes)
+            if (node.op == ir::OpKind::BatchNorm)
+                return "scheme " + scheme.preset + " folds BatchNorm (node '" + node.name +
+                       "'), which needs the whole graph";
     return {};
 }
 
 Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::Scheme& scheme,
                                      const at::Tensor& analysisBatch, const io::Dataset* eval,
                                      const AnalysisOptions& options, const std::string& path,
-                                     Progress& progress, const CancelToken& cancel)
+                                     Progress& progress, const CancelToken& cancel,
+                                     const io::Dataset* calib)
 {
     const auto started = Clock::now();
     if (const std::string why = blockEngineUnsupported(floatGraph, scheme); !why.empty())
@@ -144,6 +145,8 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
     report.scheme = scheme;
     report.schemeSpec = scheme.spec;
     report.params = floatGraph.parameterCount();
+    if (readsCalibration(*plan) && calib && calib->inputs.defined())
+        report.calibSamples = std::min(calib->inputs.size(0), scheme.calibSamples);
     report.throughput.device = exec::deviceDescription(options.device.is_cuda() ? "cuda" : "cpu");
     report.throughput.cpu = kernels::cpuModelName();
     try {
@@ -172,6 +175,32 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
             streams.push_back(std::move(s));
         };
         feed(x, 0, x.size(0));
+
+        // Calibration streams (static ranges, SmoothQuant, GPTQ, AWQ): the calibration windows
+        // in prepare's batches, carried through the parts by the float model only (prepare
+        // calibrates on the float graph, so no layer's statistics depend on another's rounding).
+        std::vector<Stream> calibStreams;
+        std::int64_t calibCount = 0;
+        if (readsCalibration(*plan)) {
+            if (!calib || !calib->inputs.defined() || calib->inputs.size(0) == 0)
+                return Error::usage("scheme " + scheme.spec +
+                                    " reads calibration data (static activation ranges, "
+                                    "SmoothQuant, GPTQ or AWQ): give calibration data (--calib)");
+            const at::Tensor& samples = calib->inputs;
+            calibCount = std::min(samples.size(0), scheme.calibSamples);
+            const std::int64_t batch = quant::calibrationBatch(floatGraph);
+            for (std::int64_t start = 0; start < calibCount; start += batch) {
+                const std::int64_t end = std::min(calibCount, start + batch);
+                Stream c;
+                c.ids = samples.slice(0, start, end);
+                c.start = start;
+                c.end = end;
+                const auto in = exec::inputsForBatch(floatGraph, c.ids);
+                for (std::size_t i = 0; i < in.size(); ++i)
+                    c.floatValues[floatGraph.inputs[i].name] = in[i];
+                calibStreams.push_back(std::move(c));
+            }
+        }
         std::optional<DivergenceAccumulator> divergence;
         if (eval) {
             if (auto r = checkLmWindows(eval->inputs, options.sequence.overlap); !r) {
@@ -267,9 +296,42 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
                     io::MappedFile::releasePages(narrow.data_ptr(), narrow.nbytes());
                 }
             }
-            auto prepared = quant::preparePart(sub, scheme, *plan, cancel);
-            if (!prepared)
-                return prepared.error();
+            // The part's calibration inputs, batch by batch, when one of its layers reads them.
+            std::optional<quant::PartCalibration> partCalib;
+            if (!calibStreams.empty()) {
+                bool reads = false;
+                for (const auto& node : sub.nodes)
+                    if (auto it = plan->layers.find(node.name);
+                        it != plan->layers.end() && !it->second.keepFloat &&
+                        (it->second.actMode == quant::ActMode::Static ||
+                         it->second.smoothAlpha > 0.0 ||
+                         it->second.method != quant::LayerConfig::Method::Rtn))
+                        reads = true;
+                if (reads) {
+                    partCalib.emplace();
+                    partCalib->samples = calibCount;
+                    for (const Stream& c : calibStreams) {
+                        std::vector<at::Tensor> in;
+                        for (const auto& name : inputNames)
+                            in.push_back(c.floatValues.at(name));
+                        partCalib->batches.push_back(std::move(in));
+                    }
+                }
+            }
+            Progress preparing([&progress, partFrom, n = parts.size(),
+                                stage](double f, const std::string& what) {
+                progress.report(partFrom + 0.5 * f / static_cast<double>(n),
+                                stage + ": " + what);
+            });
+            auto prepared = quant::preparePart(sub, scheme, *plan, cancel,
+                                               partCalib ? &*partCalib : nullptr, preparing);
+            partCalib.reset();
+            if (!prepared) {
+                Error e = prepared.error();
+                if (e.path.empty() && e.code == ErrorCode::BadInput && calib)
+                    e.path = calib->path;
+                return e;
+            }
             sub = ir::Graph();  // the prepared part holds what it needs
             const quant::QuantizedModel& qm = *prepared;
             for (const auto& node : qm.graph.nodes) {
@@ -293,6 +355,31 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
                     if (!in.empty() && !qm.graph.initializer(in))
                         keep.insert(in);
                 keep.insert(node.outputs.front());
+            }
+            // The calibration windows move on through the float part (the last part's outputs,
+            // the logits, are not needed).
+            if (p + 1 < parts.size()) {
+                for (Stream& c : calibStreams) {
+                    if (cancel.cancelled())
+                        return Error::cancelled();
+                    std::vector<at::Tensor> in;
+                    for (const auto& name : inputNames)
+                        in.push_back(c.floatValues.at(name));
+                    auto out = floatExec.run(in);
+                    if (!out)
+                        return out.error();
+                    for (std::size_t i = 0; i < outputNames.size(); ++i)
+                        c.floatValues[outputNames[i]] = (*out)[i];
+                    for (auto it = c.floatValues.begin(); it != c.floatValues.end();) {
+                        auto last = lastPart.find(it->first);
+                        if (last == lastPart.end() || last->second <= p)
+                            it = c.floatValues.erase(it);
+                        else
+                            ++it;
+                    }
+                }
+            } else {
+                calibStreams.clear();
             }
             for (std::size_t s = 0; s < streams.size(); ++s) {
                 if (cancel.cancelled())
@@ -359,8 +446,8 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
                     st.floatValues.clear();
                     st.quantValues.clear();
                 }
-                progress.report(partFrom + (static_cast<double>(s + 1) /
-                                            static_cast<double>(streams.size())) /
+                progress.report(partFrom + (0.5 + 0.5 * static_cast<double>(s + 1) /
+                                                      static_cast<double>(streams.size())) /
                                                static_cast<double>(parts.size()),
                                 stage + (s == 0 ? ": comparing layers" : ": evaluating"));
             }
@@ -409,7 +496,8 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
 }
 
 MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme& scheme,
-                                     const WorkShape& batch, std::int64_t windows)
+                                     const WorkShape& batch, std::int64_t windows,
+                                     std::int64_t calibWindows)
 {
     MemoryEstimate e;
     e.action = "quantize (block engine)";
@@ -426,10 +514,23 @@ MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme
     for (const auto& part : parts) {
         std::int64_t quantized = 0, others = 0, largest = 0;
         std::set<std::string> seen;
+        std::int64_t hessians = 0, solve = 0;
         for (const std::size_t i : part) {
             const ir::Node& node = graph.nodes[i];
             auto it = plan->layers.find(node.name);
             const bool quantizedLayer = it != plan->layers.end() && !it->second.keepFloat;
+            if (quantizedLayer && calibWindows > 0 &&
+                it->second.method != quant::LayerConfig::Method::Rtn && node.inputs.size() > 1)
+                if (const at::Tensor* w = graph.initializer(node.inputs[1]); w && w->dim() >= 2) {
+                    // Its Hessian [in, in] float32 until the part's weights are rounded; the
+                    // solve holds about four more [in, in] float32 (damped copy, Cholesky
+                    // factor, inverse, its factor), the loss in float64 ([in, in] and the
+                    // [out, in] difference) and the rounded weight.
+                    const std::int64_t in = quant::weightView(node, *w).size(1);
+                    const std::int64_t out = w->numel() / std::max<std::int64_t>(in, 1);
+                    hessians += in * in * 4;
+                    solve = std::max(solve, in * in * (4 * 4 + 8) + out * in * (8 + 4));
+                }
             for (std::size_t k = 0; k < node.inputs.size(); ++k) {
                 const at::Tensor* t = graph.initializer(node.inputs[k]);
                 if (!t || !seen.insert(node.inputs[k]).second)
@@ -446,9 +547,11 @@ MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme
         // widened for its node with its 16-bit pages still resident (estimateEval's rule).
         const std::int64_t widened =
             quantized + std::min(others, 2 * cache + largest + largest / 2);
-        if (widened + quantized > e.widened + e.quantized) {
+        if (widened + quantized + hessians + solve >
+            e.widened + e.quantized + e.calibration) {
             e.widened = widened;
             e.quantized = quantized;
+            e.calibration = hessians + solve;
         }
     }
     // The values handed from part to part, for every window and the analysis batch, twice.
@@ -470,6 +573,7 @@ MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme
         inputShapes.push_back(std::move(s));
     }
     std::int64_t carried = 0;
+    std::int64_t carriedPerWindow = 0;
     if (auto shapes = ir::inferShapes(graph, inputShapes)) {
         for (std::size_t p = 0; p + 1 < parts.size(); ++p) {
             std::int64_t bytes = 0;
@@ -486,7 +590,11 @@ MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme
             }
             carried = std::max(carried, bytes);
         }
+        carriedPerWindow = carried / std::max<std::int64_t>(windows, 1);
     }
+    // The calibration windows' values, carried by the float model only.
+    if (readsCalibration(*plan))
+        e.calibration += carriedPerWindow * calibWindows;
     // One batch through a part and its logits scored: estimateEval's activations.
     const MemoryEstimate one = estimateEval(graph, batch);
     e.activations = 2 * carried + one.activations;

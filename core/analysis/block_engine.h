@@ -11,10 +11,11 @@
 // its float32 copies are dropped before the next part. Perplexity and KL divergence come from
 // the head's logits, one batch of windows at a time (DivergenceAccumulator).
 //
-// Covered: language models (task lm) and schemes that read no calibration data (round to
-// nearest, weights only or with dynamic / cast activations); the rest is refused by name.
-// Not yet (issue #38's later steps): throughput (it runs the whole model), static activations,
-// SmoothQuant, GPTQ / AWQ, QAT, export, sensitivity and compare.
+// Covered: language models (task lm) and every post-training scheme: round to nearest (weights
+// only, dynamic or cast activations) and those that read calibration data (static activation
+// ranges, SmoothQuant, GPTQ, AWQ: step 2, each block calibrated on the float model's inputs to
+// it, with Hessians of the block's own layers only). Not yet (issue #38's later steps):
+// throughput (it runs the whole model), QAT, export, sensitivity and compare.
 
 #include "analysis/memory_estimate.h"
 #include "analysis/quant_report.h"
@@ -43,17 +44,27 @@ std::string blockEngineUnsupported(const ir::Graph& graph, const quant::Scheme& 
 /// weights (its quantized layers' weights widened, their quantize-dequantized copies, and the
 /// other 16-bit weights its two executors widen as they read them), the float and quantized
 /// values carried between parts for `windows` windows of `batch.seqLen` tokens (the analysis
-/// batch included), and one batch `batch` through the graph with its logits scored.
+/// batch included), and one batch `batch` through the graph with its logits scored; with
+/// `calibWindows` calibration windows (schemes that read calibration data), their values
+/// carried by the float model and the largest part's GPTQ / AWQ Hessians and solve
+/// (MemoryEstimate::calibration).
 MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme& scheme,
-                                     const WorkShape& batch, std::int64_t windows);
+                                     const WorkShape& batch, std::int64_t windows,
+                                     std::int64_t calibWindows = 0);
 
 /// quant::prepare + analyze, block by block: the report analyze gives for the same data (the
 /// same layer rows, weight hashes, perplexities and KL divergence), without throughput.
 /// `path` names the model in errors.
+/// Schemes that read calibration data (static activation ranges, SmoothQuant, GPTQ, AWQ) read
+/// `calib`'s first scheme.calibSamples windows: carried through the parts by the float model in
+/// prepare's batches, each part calibrated on its own inputs (quant::preparePart), so a layer's
+/// statistics, Hessian and codes are those of prepare on the whole graph; without `calib` such
+/// a scheme is a usage error before any part runs.
 Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::Scheme& scheme,
                                      const at::Tensor& analysisBatch, const io::Dataset* eval,
                                      const AnalysisOptions& options, const std::string& path,
                                      Progress& progress = Progress::none(),
-                                     const CancelToken& cancel = CancelToken());
+                                     const CancelToken& cancel = CancelToken(),
+                                     const io::Dataset* calib = nullptr);
 
 } // namespace bitlens::analysis

@@ -145,6 +145,7 @@ std::string MemoryEstimate::partsText() const
     part("float32 weights", widened);
     part("quantized copies", quantized);
     part("activations", activations);
+    part("calibration", calibration);
     out << (*sep ? "; " : "") << "weights mapped from the file: " << formatGigabytes(mapped)
         << ")";
     return out.str();

@@ -25,7 +25,10 @@ struct MemoryEstimate {
     std::int64_t widened = 0;       ///< float32 copies of 16-bit weights held at once
     std::int64_t quantized = 0;     ///< float32 quantize-dequantized copies of quantized weights
     std::int64_t activations = 0;   ///< live values of one batch at the executor's peak
-    std::int64_t total() const { return widened + quantized + activations; }
+    /// Calibration held at once (block engine): the calibration windows' values carried between
+    /// parts, one part's GPTQ / AWQ Hessians and the largest layer's solve.
+    std::int64_t calibration = 0;
+    std::int64_t total() const { return widened + quantized + activations + calibration; }
     /// "~21.3 GB (float32 weights 16.0 GB, quantized copies 5.1 GB, activations 0.2 GB; ...)".
     std::string describe() const;
     /// The parenthesis of describe() alone.

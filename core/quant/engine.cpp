@@ -401,21 +401,30 @@ public:
     std::optional<Error> m_error;
 };
 
+/// What calibration reads: the whole graph's calibration samples, or a part's inputs batch by
+/// batch (preparePart).
+struct CalibSource {
+    at::Tensor inputs;
+    const PartCalibration* part = nullptr;
+};
+
 /// Runs calibration batches through the (float) prepared graph with `hook` attached.
-Result<void> calibrate(const QuantizedModel& model, const at::Tensor& inputs,
+Result<void> calibrate(const QuantizedModel& model, const CalibSource& source,
                        CalibrationHook& hookRef, std::shared_ptr<exec::NodeHook> hook,
                        Progress& progress, double from, double to, const CancelToken& cancel)
 {
     exec::Executor executor(model.graph);
     executor.addHook(std::move(hook));
-    const std::int64_t n = inputs.size(0);
-    // Sequence models (metadata "task") run a few windows at a time: logits are [B, S, vocab].
-    const std::int64_t batch = model.graph.metadata.count("task") != 0 ? 4 : 100;
+    const std::int64_t n = source.part ? source.part->samples : source.inputs.size(0);
+    const std::int64_t batch = calibrationBatch(model.graph);
     for (std::int64_t start = 0, b = 0; start < n; start += batch, ++b) {
         if (cancel.cancelled())
             return Error::cancelled();
         const std::int64_t end = std::min(n, start + batch);
-        auto out = executor.run(exec::inputsForBatch(model.graph, inputs.slice(0, start, end)));
+        auto out = source.part
+                       ? executor.run(source.part->batches.at(static_cast<std::size_t>(b)))
+                       : executor.run(exec::inputsForBatch(model.graph,
+                                                           source.inputs.slice(0, start, end)));
         if (!out)
             return out.error();
         if (hookRef.m_error) {
@@ -608,7 +617,7 @@ namespace {
 Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& scheme,
                                    const at::Tensor& calibInputs, Progress& progress,
                                    const CancelToken& cancel, const QuantizedModel* reuse,
-                                   const Plan* givenPlan)
+                                   const Plan* givenPlan, const PartCalibration* partCalib)
 {
     try {
         c10::InferenceMode guard;
@@ -617,9 +626,13 @@ Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& sc
         if (givenPlan) {
             // A part: the caller widened the weights its quantized layers read; the rest
             // (a float head, norms) stay as they are, widened by the executor as it reads them.
-            if (scheme.foldBatchNorm)
-                return Error::unsupported({}, "scheme " + scheme.preset +
-                                                  " folds BatchNorm, which needs the whole graph");
+            // Folding needs a BatchNorm's producer, which may be in another part; a part
+            // without BatchNorm (a decoder block) has nothing to fold.
+            for (const auto& node : floatGraph.nodes)
+                if (scheme.foldBatchNorm && node.op == ir::OpKind::BatchNorm)
+                    return Error::unsupported({}, "scheme " + scheme.preset +
+                                                      " folds BatchNorm (node '" + node.name +
+                                                      "'), which needs the whole graph");
             model.graph = floatGraph;
             model.bytesFloat = model.graph.parameterBytes();
         } else {
@@ -645,7 +658,9 @@ Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& sc
 
         // Layers an earlier prepare already did with the same configuration and calibration.
         const std::int64_t calibCount =
-            calibInputs.defined() ? std::min(calibInputs.size(0), scheme.calibSamples) : 0;
+            partCalib ? partCalib->samples
+            : calibInputs.defined() ? std::min(calibInputs.size(0), scheme.calibSamples)
+                                    : 0;
         std::set<std::string> reused;
         if (reuse && reuse->scheme.foldBatchNorm == scheme.foldBatchNorm) {
             for (const auto& [name, c] : model.plan.layers) {
@@ -688,9 +703,9 @@ Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& sc
                 }
             }
         }
-        at::Tensor calib;
+        CalibSource calib;
         if (needsCalibration || needsSmoothing || needsHessians) {
-            if (!calibInputs.defined() || calibInputs.size(0) == 0)
+            if (calibCount == 0)
                 return Error::usage("scheme " + scheme.preset +
                                     (needsHessians && !needsCalibration && !needsSmoothing
                                          ? std::string(" with method=") +
@@ -701,7 +716,10 @@ Result<QuantizedModel> prepareImpl(const ir::Graph& floatGraph, const Scheme& sc
                                                " reads each layer's inputs"
                                          : " calibrates activations") +
                                     ": give calibration data (--calib)");
-            calib = calibInputs.slice(0, 0, calibCount);
+            if (partCalib)
+                calib.part = partCalib;
+            else
+                calib.inputs = calibInputs.slice(0, 0, calibCount);
         }
         // GPTQ holds one Hessian [in, in] per layer until the weights are rounded.
         constexpr std::int64_t kHessianBudget = std::int64_t{8} << 30;
@@ -887,13 +905,21 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                                const at::Tensor& calibInputs, Progress& progress,
                                const CancelToken& cancel, const QuantizedModel* reuse)
 {
-    return prepareImpl(floatGraph, scheme, calibInputs, progress, cancel, reuse, nullptr);
+    return prepareImpl(floatGraph, scheme, calibInputs, progress, cancel, reuse, nullptr,
+                       nullptr);
+}
+
+std::int64_t calibrationBatch(const ir::Graph& graph)
+{
+    // Sequence models (metadata "task") run a few windows at a time: logits are [B, S, vocab].
+    return graph.metadata.count("task") != 0 ? 4 : 100;
 }
 
 Result<QuantizedModel> preparePart(const ir::Graph& part, const Scheme& scheme, const Plan& plan,
-                                   const CancelToken& cancel)
+                                   const CancelToken& cancel, const PartCalibration* calib,
+                                   Progress& progress)
 {
-    return prepareImpl(part, scheme, at::Tensor(), Progress::none(), cancel, nullptr, &plan);
+    return prepareImpl(part, scheme, at::Tensor(), progress, cancel, nullptr, &plan, calib);
 }
 
 std::shared_ptr<exec::NodeHook> makeQuantHook(const QuantizedModel& model,

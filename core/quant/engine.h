@@ -109,13 +109,30 @@ Result<QuantizedModel> prepare(const ir::Graph& floatGraph, const Scheme& scheme
                                const CancelToken& cancel = CancelToken(),
                                const QuantizedModel* reuse = nullptr);
 
+/// How many calibration samples prepare runs through `graph` at a time: a few windows for a
+/// sequence model (its logits are [B, S, vocab]), 100 otherwise. The block engine batches its
+/// calibration windows alike, so its statistics are accumulated in the same order.
+std::int64_t calibrationBatch(const ir::Graph& graph);
+
+/// The calibration data of a part of a graph: for each calibration batch (calibrationBatch
+/// samples of the whole graph's calibration inputs, in order), the values the part reads as
+/// the float model computed them, in the order of the part's inputs.
+struct PartCalibration {
+    std::vector<std::vector<at::Tensor>> batches;
+    std::int64_t samples = 0;  ///< samples in all batches
+};
+
 /// prepare for a part of a graph (analysis/block_engine.h: one decoder block): `part` holds
 /// some of a graph's nodes and their weights, the weights of its quantized layers already in
 /// float32 (the rest may stay widenOnRead: the executor widens them as it reads them), and
 /// `plan` is the whole graph's (makePlan), so each layer is configured as in the whole graph.
-/// Schemes that read calibration data are refused (Usage: they need prepare's calibration).
+/// Schemes that read calibration data (static activations, SmoothQuant, GPTQ, AWQ) read it from
+/// `calib`: the float model's values at the part's inputs, so each layer sees what it sees in
+/// prepare's calibration of the whole graph; without `calib` they are a usage error.
 Result<QuantizedModel> preparePart(const ir::Graph& part, const Scheme& scheme, const Plan& plan,
-                                   const CancelToken& cancel = CancelToken());
+                                   const CancelToken& cancel = CancelToken(),
+                                   const PartCalibration* calib = nullptr,
+                                   Progress& progress = Progress::none());
 
 /// A hook that makes an executor over `model.graph` run the quantized model. With `only`
 /// non-empty, just those layers are quantized (for local error and sensitivity).

@@ -351,9 +351,13 @@ Result<Run> runBlocks(Workspace& ws, const ResolvedData& data, const quant::Sche
     // batch of logits cannot fit.
     const std::int64_t windows = (rows.defined() && rows.dim() > 0 ? rows.size(0) : 0) +
                                  analysis::AnalysisOptions().sequenceAnalysisSamples;
+    const std::int64_t calibWindows =
+        data.calib && data.calib->inputs.defined() && data.calib->inputs.dim() > 0
+            ? std::min(data.calib->inputs.size(0), scheme.calibSamples)
+            : 0;
     if (auto fits = analysis::checkMemory(
             analysis::estimateBlockQuantize(graph, scheme, analysis::workShapeOf(graph, rows),
-                                            windows),
+                                            windows, calibWindows),
             ws.model()->path());
         !fits)
         return fits.error();
@@ -368,7 +372,8 @@ Result<Run> runBlocks(Workspace& ws, const ResolvedData& data, const quant::Sche
             onLayers(exporting::reportToJson(partial));
         };
     auto report = analysis::analyzeBlockwise(graph, scheme, data.analysisBatch(), data.eval,
-                                             options, ws.model()->path(), progress, cancel);
+                                             options, ws.model()->path(), progress, cancel,
+                                             data.calib);
     if (!report)
         return report.error();
     report->modelPath = ws.model()->path();

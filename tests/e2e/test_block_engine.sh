@@ -4,9 +4,10 @@
 # the heavy lock) the two report.json files agree: the same layers in the same order with the
 # same configuration, bytes and weight hashes (the quantize-dequantized weights, so the same
 # codes and scales), local and accumulated SQNR / MSE / cosine / max error, weight SQNR,
-# histograms, sizes, perplexities and every KL-divergence statistic within 1e-6 relative. Then
-# what the block engine refuses: schemes that calibrate, models that are not stacks, --out, an
-# unknown engine, and a run that does not fit the memory it is given.
+# histograms, sizes, perplexities and every KL-divergence statistic within 1e-6 relative; the
+# same for the schemes that read calibration data (GPTQ, AWQ, static ranges, SmoothQuant: step 2).
+# Then what the block engine refuses: models that are not stacks, --out, an unknown engine, and
+# a run that does not fit the memory it is given.
 # Usage: test_block_engine.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -93,12 +94,18 @@ check block-smollm2 0 flock /tmp/bitlens-heavy.lock "$cli" quantize smollm2-135m
   --report "$tmp/block-smollm2.json"
 same equal-smollm2 "$tmp/whole-smollm2.json" "$tmp/block-smollm2.json"
 
+# Step 2: schemes that read calibration data, each block calibrated on the float model's inputs
+# to it (the default calibration data of kjv-llama: 16 windows, four calibration batches).
+for scheme in w4-int4:method=gptq w4-int4:method=awq static-int8 smoothquant-int8; do
+  name=${scheme//[:=]/-}
+  check "whole-$name" 0 "$cli" quantize kjv-llama --scheme "$scheme" --limit 6 --quiet \
+    --report "$tmp/whole-$name.json"
+  check "block-$name" 0 "$cli" quantize kjv-llama --scheme "$scheme" --limit 6 --quiet \
+    --engine block --report "$tmp/block-$name.json"
+  same "equal-$name" "$tmp/whole-$name.json" "$tmp/block-$name.json"
+done
+
 # Refusals, each with its reason.
-check refuse-static 4 "$cli" quantize kjv-llama --scheme static-int8 --limit 2 --engine block
-expect refuse-static-why grep -q "static activation ranges need calibration" "$tmp/err"
-check refuse-gptq 4 "$cli" quantize kjv-llama --scheme w4-int4:method=gptq --limit 2 \
-  --engine block
-expect refuse-gptq-why grep -q "GPTQ reads each layer's calibration inputs" "$tmp/err"
 check refuse-cnn 4 "$cli" quantize fashion-cnn --scheme w4-int4 --limit 8 --engine block
 expect refuse-cnn-why grep -q "it runs language models" "$tmp/err"
 check refuse-out 2 "$cli" quantize kjv-llama --scheme w4-int4 --engine block --out "$tmp/x.gguf"

@@ -78,7 +78,7 @@ void expectSameStats(const analysis::ErrorStats& b, const analysis::ErrorStats& 
     expectClose(b.maxAbsErr, w.maxAbsErr, what + " max error");
 }
 
-void expectSameReport(const Tiny& t, const std::string& spec)
+void expectSameReport(const Tiny& t, const std::string& spec, bool calibrated = false)
 {
     SCOPED_TRACE(spec);
     c10::InferenceMode guard;
@@ -87,14 +87,29 @@ void expectSameReport(const Tiny& t, const std::string& spec)
     io::Dataset eval;
     eval.path = "windows";
     eval.inputs = t.windows;
+    // Calibration data for the schemes that read it: random windows of the tiny vocabulary,
+    // more than one calibration batch (4 windows), the last one partial.
+    io::Dataset calib;
+    calib.path = "calib";
+    if (calibrated) {
+        at::manual_seed(7);
+        calib.inputs = at::randint(0, t.windows.max().item<std::int64_t>() + 1,
+                                   {10, t.windows.size(1)}, at::kLong);
+    }
     analysis::AnalysisOptions options;
     options.sequence.overlap = t.overlap;
-    auto model = quant::prepare(t.graph, *scheme, at::Tensor());
+    auto model = quant::prepare(t.graph, *scheme, calib.inputs);
     ASSERT_TRUE(model.ok()) << model.error().userMessage();
     auto whole = analysis::analyze(t.graph, *model, t.windows, &eval, options);
     ASSERT_TRUE(whole.ok()) << whole.error().userMessage();
-    auto block = analysis::analyzeBlockwise(t.graph, *scheme, t.windows, &eval, options, "tiny");
+    auto block = analysis::analyzeBlockwise(t.graph, *scheme, t.windows, &eval, options, "tiny",
+                                            Progress::none(), CancelToken(),
+                                            calibrated ? &calib : nullptr);
     ASSERT_TRUE(block.ok()) << block.error().userMessage();
+    if (calibrated) {
+        EXPECT_EQ(block->calibSamples, 10);
+        EXPECT_EQ(whole->calibSamples, 10);
+    }
 
     EXPECT_EQ(block->engine, "block");
     EXPECT_EQ(whole->engine, "whole");
@@ -176,18 +191,43 @@ TEST(BlockEngine, ReportEqualsTheWholeEngineWithBf16Weights)
     expectSameReport(t, "w4-int4");
 }
 
+// Issue #38 step 2: each block calibrated on the float model's inputs to it gives prepare's
+// codes (GPTQ's and AWQ's Hessians, static ranges, SmoothQuant's channel maxima).
+TEST(BlockEngine, CalibratedSchemesEqualTheWholeEngine)
+{
+    const Tiny t = tiny(false);
+    ASSERT_TRUE(t.windows.defined());
+    for (const char* spec : {"w4-int4:method=gptq", "w4-int4:method=awq", "static-int8",
+                             "smoothquant-int8", "w4-int4:method=gptq,act-order=true"})
+        expectSameReport(t, spec, true);
+}
+
+TEST(BlockEngine, CalibratedSchemesWithBf16Weights)
+{
+    const Tiny t = tiny(true);
+    expectSameReport(t, "w4-int4:method=gptq", true);
+}
+
 TEST(BlockEngine, RefusesWhatItDoesNotRunYet)
 {
     const Tiny t = tiny(false);
+    // A scheme that reads calibration data, without any: a usage error before any part runs.
     for (const char* spec : {"static-int8", "w4-int4:method=gptq", "smoothquant-int8"}) {
         auto scheme = quant::parseScheme(spec);
         ASSERT_TRUE(scheme.ok()) << scheme.error().userMessage();
-        EXPECT_FALSE(analysis::blockEngineUnsupported(t.graph, *scheme).empty()) << spec;
+        EXPECT_TRUE(analysis::blockEngineUnsupported(t.graph, *scheme).empty()) << spec;
         io::Dataset eval;
         eval.inputs = t.windows;
         auto r = analysis::analyzeBlockwise(t.graph, *scheme, t.windows, &eval, {}, "tiny");
         ASSERT_FALSE(r.ok()) << spec;
-        EXPECT_EQ(r.error().code, ErrorCode::Unsupported) << spec;
+        EXPECT_EQ(r.error().code, ErrorCode::Usage) << spec;
+        EXPECT_NE(r.error().message.find("--calib"), std::string::npos) << r.error().message;
+    }
+    // Quantization-aware training trains the whole model.
+    {
+        auto scheme = quant::parseScheme("qat-int8");
+        ASSERT_TRUE(scheme.ok() && scheme->qat) << "qat-int8";
+        EXPECT_FALSE(analysis::blockEngineUnsupported(t.graph, *scheme).empty());
     }
     // A node outside the stack between two blocks.
     Tiny broken = tiny(false);
