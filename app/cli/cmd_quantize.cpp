@@ -14,14 +14,15 @@ int cmdQuantize(const Args& args)
 {
     if (auto r = requireScheme(args, "quantize MODEL --scheme SCHEME [--calib DATA] "
                                      "[--eval DATA] [--report FILE.json] "
-                                     "[--out FILE.onnx [--verify]] [--engine whole|block]");
+                                     "[--out FILE.onnx [--verify]] [--engine auto|whole|block]");
         !r)
         return fail(r.error());
     const bool quiet = args.has("--quiet") || args.has("--json");
-    // --engine block: one decoder block at a time (analysis/block_engine.h).
-    const std::string engine = args.get("--engine", "whole");
-    if (engine != "whole" && engine != "block")
-        return fail(Error::usage("--engine " + engine + ": give whole or block"));
+    // --engine block: one decoder block at a time (analysis/block_engine.h); auto (the
+    // default): the whole engine where it fits, else the block engine where it can run.
+    const std::string engine = args.get("--engine", "auto");
+    if (engine != "whole" && engine != "block" && engine != "auto")
+        return fail(Error::usage("--engine " + engine + ": give auto, whole or block"));
     if (engine == "block" && args.has("--out"))
         return fail(Error::usage("--engine block does not export yet; quantize with --report, "
                                  "or export with the whole engine"));
@@ -41,7 +42,7 @@ int cmdQuantize(const Args& args)
     auto request = runRequest(args, **ws, false);
     if (!request)
         return fail(request.error());
-    request->engine = engine;
+    request->engine = engine == "auto" ? std::string() : engine;
     if (args.has("--out"))
         if (auto r = workspace::checkExport(*request, {}, args.get("--out"), ws->get()); !r)
             return fail(r.error());

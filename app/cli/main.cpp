@@ -30,7 +30,7 @@ commands:
   run MODEL --input X.npy[,Y.npy...] --out DIR [--device cpu|cuda] [--scheme SCHEME [--calib DATA]]
                                      run the model, write each output as DIR/<name>.npy
   quantize MODEL --scheme SCHEME [--calib DATA] [--eval DATA] [--limit N] [--report FILE.json]
-           [--out FILE.onnx [--verify]] [--engine whole|block]
+           [--out FILE.onnx [--verify]] [--engine auto|whole|block]
                                      quantize, compare layer by layer with float, measure;
                                      --out also exports (format from the extension);
                                      --engine block: an LLM one decoder block at a time

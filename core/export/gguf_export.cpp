@@ -5,6 +5,7 @@
 #include "export/verify_runs.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
+#include "io/mapped_file.h"
 #include "model/model.h"
 #include "formats/ggml_quants.h"
 
@@ -83,20 +84,32 @@ at::Tensor permuteForRope(const at::Tensor& rows, std::int64_t heads)
 /// Round trip of `values` through `type` (rows along the last dimension) equals them exactly.
 bool exactIn(const at::Tensor& values, GgmlType type)
 {
-    const at::Tensor rows = values.to(at::kCPU, at::kFloat).contiguous();
-    if (rows.size(-1) % formats::ggmlTraits(type).blockSize != 0)
+    if (values.size(-1) % formats::ggmlTraits(type).blockSize != 0)
         return false;
-    auto bytes = formats::ggmlQuantize(
-        std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
-        type);
-    if (!bytes)
-        return false;
-    at::Tensor back = at::empty_like(rows);
-    if (!formats::ggmlDequantize(*bytes, type,
-                               std::span<float>(back.data_ptr<float>(),
-                                                static_cast<std::size_t>(back.numel()))))
-        return false;
-    return at::equal(back, rows);
+    // In chunks of rows, stopping at the first that differs: a 16-bit embedding of a large
+    // vocabulary (128256 x 4096 is 2.1 GB in float32) is never widened whole, and its file
+    // pages are given back chunk by chunk.
+    const at::Tensor all = values.dim() == 1 ? values.reshape({1, -1}) : values;
+    constexpr std::int64_t kChunk = 1024;
+    for (std::int64_t r = 0; r < all.size(0); r += kChunk) {
+        const at::Tensor narrow = all.slice(0, r, std::min(all.size(0), r + kChunk));
+        const at::Tensor rows = narrow.to(at::kCPU, at::kFloat).contiguous();
+        if (narrow.is_contiguous())
+            io::MappedFile::releasePages(narrow.data_ptr(), narrow.nbytes());
+        auto bytes = formats::ggmlQuantize(
+            std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
+            type);
+        if (!bytes)
+            return false;
+        at::Tensor back = at::empty_like(rows);
+        if (!formats::ggmlDequantize(*bytes, type,
+                                   std::span<float>(back.data_ptr<float>(),
+                                                    static_cast<std::size_t>(back.numel()))))
+            return false;
+        if (!at::equal(back, rows))
+            return false;
+    }
+    return true;
 }
 
 /// Copies the source GGUF's tokenizer.* keys, or converts a byte-level BPE tokenizer.json;
@@ -328,19 +341,65 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
         u32("llama.vocab_size", embed.size(0));
         writeTokenizer(writer, source, summary.notes);
 
+        // Every weight tensor is deferred: the writer produces, encodes and drops one at a
+        // time as it writes (GgufWriter::addDeferredTensor), so the export holds one tensor's
+        // float32 rows and bytes, never the whole quantized model. The rows come from the
+        // prepared layer (weightFloat) when the model was prepared, else from the graph's own
+        // weight, widened as it is read and its file pages given back (a model exported
+        // without quant::prepare: workspace exportRun's streaming path for gguf-* schemes).
+        const std::size_t total = plan.size();
+        auto produceRows = [&g, &model, &progress, &cancel, total](
+                               std::size_t k, const Planned& p,
+                               bool fromLayer) -> io::GgufWriter::Producer {
+            return [&g, &model, &progress, &cancel, total, k, p, fromLayer]()
+                       -> Result<at::Tensor> {
+                if (cancel.cancelled())
+                    return Error::cancelled();
+                progress.report(0.9 * static_cast<double>(k) / static_cast<double>(total),
+                                "quantizing " + p.name);
+                const std::string& input = p.node->inputs[p.input];
+                const at::Tensor& w = *g.initializer(input);
+                at::Tensor rows;
+                try {
+                    if (fromLayer) {
+                        rows = quant::weightView(*p.node, model.layers.at(p.node->name).weightFloat);
+                    } else if (p.node->op == ir::OpKind::Gather) {
+                        rows = g.readAs(input, w);
+                    } else {
+                        rows = quant::weightView(*p.node, g.readAs(input, w));
+                    }
+                } catch (const std::runtime_error& e) {
+                    // A 16-bit weight holding NaN or infinity, found as it widens.
+                    return Error::badInput({}, e.what());
+                }
+                rows = rows.to(at::kCPU, at::kFloat).contiguous();
+                if (g.widenOnRead.count(input) && w.is_contiguous())
+                    io::MappedFile::releasePages(w.data_ptr(), w.nbytes());
+                if (p.permuteHeads > 0)
+                    rows = permuteForRope(rows, p.permuteHeads);
+                return rows;
+            };
+        };
+        // The [out, in] shape a layer's weight has as rows, without reading it.
+        auto rowShape = [](const ir::Node& node, const at::Tensor& w) {
+            const at::Tensor meta =
+                at::empty(w.sizes(), at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+            const at::Tensor view = quant::weightView(node, meta);
+            return std::vector<std::int64_t>(view.sizes().begin(), view.sizes().end());
+        };
         for (std::size_t k = 0; k < plan.size(); ++k) {
             if (cancel.cancelled())
                 return Error::cancelled();
             const Planned& p = plan[k];
-            progress.report(0.9 * static_cast<double>(k) / static_cast<double>(plan.size()),
-                            "quantizing " + p.name);
             const at::Tensor& w = initOf(p.node, p.input);
             if (p.name == "token_embd.weight") {
                 // Not quantized in-app (a Gather): the smallest type that holds it exactly.
+                progress.report(0.0, "choosing the type of " + p.name);
                 std::vector<GgmlType> candidates;
                 if (mainType && *mainType != GgmlType::MXFP4)
                     candidates.push_back(quant::ggmlTypeForRow(*mainType, w.size(1)));
-                candidates.insert(candidates.end(), {GgmlType::Q8_0, GgmlType::F16});
+                candidates.insert(candidates.end(), {GgmlType::Q8_0, GgmlType::F16,
+                                                     GgmlType::BF16});
                 GgmlType chosen = GgmlType::F32;
                 for (GgmlType t : candidates)
                     if (exactIn(w, t)) {
@@ -351,8 +410,10 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                 summary.notes.push_back(
                     "token_embd.weight: " + summary.tokenEmbeddingType +
                     " (BitLens runs the embedding unquantized; this is the smallest of the "
-                    "scheme's type, Q8_0, F16 and F32 that holds it bit for bit)");
-                if (auto r = writer.addTensor(p.name, w, chosen); !r)
+                    "scheme's type, Q8_0, F16, BF16 and F32 that holds it bit for bit)");
+                if (auto r = writer.addDeferredTensor(p.name, {w.size(0), w.size(1)}, chosen,
+                                                      produceRows(k, p, false));
+                    !r)
                     return r.error();
                 continue;
             }
@@ -361,14 +422,19 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                     return r.error();
                 continue;
             }
+            // The layer's configuration: the prepared layer's, else the plan's.
             auto lq = model.layers.find(p.node->name);
-            const bool quantized = lq != model.layers.end() && !lq->second.config.keepFloat;
-            at::Tensor rows = quant::weightView(
-                *p.node, quantized ? lq->second.weightFloat : w);  // [out, in]
-            rows = rows.to(at::kCPU, at::kFloat).contiguous();
-            if (p.permuteHeads > 0)
-                rows = permuteForRope(rows, p.permuteHeads);
-            if (quantized && lq->second.weight.type == quant::QuantType::MXFP4) {
+            const quant::LayerConfig* config = nullptr;
+            if (lq != model.layers.end())
+                config = &lq->second.config;
+            else if (auto c = model.plan.layers.find(p.node->name); c != model.plan.layers.end())
+                config = &c->second;
+            const bool quantized = config && !config->keepFloat;
+            const bool prepared = lq != model.layers.end();
+            if (quantized && config->weightType == quant::QuantType::MXFP4 && !config->ggmlType) {
+                if (!prepared)
+                    return Error::unsupported(path, p.name + ": MXFP4 is written from the "
+                                                             "prepared layer's codes");
                 // BitLens's own codes and exponents, rows permuted for rope as the weights are.
                 const quant::LayerQuant& l = lq->second;
                 const at::Tensor view = quant::weightView(*p.node, quant::codeSource(l));
@@ -398,17 +464,26 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                     return r.error();
                 continue;
             }
+            const std::vector<std::int64_t> shape = rowShape(*p.node, w);  // [out, in]
             GgmlType t = GgmlType::F32;
             if (quantized) {
-                t = quant::ggmlTypeForRow(*lq->second.config.ggmlType, rows.size(1));
+                if (!config->ggmlType)
+                    return Error::unsupported(path, p.name + ": layer '" + p.node->name +
+                                                        "' is not quantized to a ggml type");
+                t = quant::ggmlTypeForRow(*config->ggmlType, shape[1]);
                 ++summary.quantizedLayers;
-                if (!lq->second.note.empty())
-                    summary.notes.push_back(p.node->name + " (" + p.name +
-                                            "): " + lq->second.note);
+                const std::string note = prepared
+                                             ? lq->second.note
+                                             : quant::ggmlFallbackNote(*config->ggmlType,
+                                                                       shape[1]);
+                if (!note.empty())
+                    summary.notes.push_back(p.node->name + " (" + p.name + "): " + note);
             } else {
                 ++summary.floatLayers;
             }
-            if (auto r = writer.addTensor(p.name, rows, t); !r) {
+            if (auto r = writer.addDeferredTensor(p.name, shape, t,
+                                                  produceRows(k, p, quantized && prepared));
+                !r) {
                 Error e = r.error();
                 e.message = p.name + ": " + e.message;
                 if (e.path.empty())
@@ -441,9 +516,13 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
         // The last chance to stop: after this the temporary file is renamed into place whole.
         if (cancel.cancelled())
             return Error::cancelled();
-        progress.report(0.9, "writing " + path);
-        if (auto r = writer.write(path); !r)
-            return r.error();
+        progress.report(0.0, "writing " + path);
+        if (auto r = writer.write(path); !r) {
+            Error e = r.error();
+            if (e.path.empty())
+                e.path = path;
+            return e;
+        }
         progress.report(1.0, "exported");
         return summary;
     } catch (const Error& e) {

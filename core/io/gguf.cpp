@@ -754,6 +754,58 @@ void GgufWriter::set(const std::string& key, GgufValue value)
 Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& values,
                                    formats::GgmlType type)
 {
+    std::vector<std::int64_t> ne;
+    auto bytes = encode(name, values, type, ne);
+    if (!bytes)
+        return bytes.error();
+    return addRawTensor(name, std::move(ne), type, std::move(bytes).value());
+}
+
+Result<void> GgufWriter::addDeferredTensor(const std::string& name,
+                                           std::vector<std::int64_t> shape,
+                                           formats::GgmlType type, Producer produce)
+{
+    const auto& traits = formats::ggmlTraits(type);
+    const std::string what = "tensor '" + name + "'";
+    for (const Pending& p : m_tensors)
+        if (p.name == name)
+            return Error::usage(what + " is added twice");
+    if (shape.size() > static_cast<std::size_t>(kMaxDims))
+        return Error::unsupported({}, what + " has " + std::to_string(shape.size()) +
+                                          " dimensions; GGUF holds at most 4");
+    if (!traits.fromFloatRef)
+        return Error::unsupported({}, what + ": BitLens has no quantizer for ggml type " +
+                                          std::string(traits.name));
+    std::int64_t n = 1;
+    for (std::int64_t d : shape) {
+        if (d < 0)
+            return Error::usage(what + " has a negative dimension");
+        n *= d;
+    }
+    const std::int64_t rowLength = shape.empty() ? 1 : shape.back();
+    if (rowLength % traits.blockSize != 0)
+        return Error::unsupported({}, what + ": rows of " + std::to_string(rowLength) +
+                                          " values are not a whole number of " +
+                                          std::string(traits.name) + " blocks of " +
+                                          std::to_string(traits.blockSize));
+    const auto total = formats::ggmlBytes(type, n);
+    if (!total)
+        return Error::unsupported({}, what + " is too large");
+    Pending p;
+    p.name = name;
+    p.ne.assign(shape.rbegin(), shape.rend());
+    p.type = type;
+    p.produce = std::move(produce);
+    p.size = static_cast<std::uint64_t>(*total);
+    m_tensors.push_back(std::move(p));
+    return {};
+}
+
+Result<std::vector<std::uint8_t>> GgufWriter::encode(const std::string& name,
+                                                     const at::Tensor& values,
+                                                     formats::GgmlType type,
+                                                     std::vector<std::int64_t>& ne)
+{
     try {
         const auto& traits = formats::ggmlTraits(type);
         const std::string what = "tensor '" + name + "'";
@@ -762,7 +814,7 @@ Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& va
         if (values.dim() > kMaxDims)
             return Error::unsupported({}, what + " has " + std::to_string(values.dim()) +
                                               " dimensions; GGUF holds at most 4");
-        std::vector<std::int64_t> ne(values.sizes().rbegin(), values.sizes().rend());
+        ne.assign(values.sizes().rbegin(), values.sizes().rend());
         const at::ScalarType intType = plainDtype(type);
         if (at::isIntegralType(intType, /*includeBool=*/false)) {
             if (values.scalar_type() != intType)
@@ -773,7 +825,7 @@ Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& va
             std::vector<std::uint8_t> bytes(c.nbytes());
             if (!bytes.empty())
                 std::memcpy(bytes.data(), c.data_ptr(), bytes.size());
-            return addRawTensor(name, std::move(ne), type, std::move(bytes));
+            return bytes;
         }
         if (!traits.fromFloatRef)
             return Error::unsupported({}, what + ": BitLens has no quantizer for ggml type " +
@@ -806,7 +858,7 @@ Result<void> GgufWriter::addTensor(const std::string& name, const at::Tensor& va
             traits.fromFloatRef(src + begin * traits.blockSize, bytes.data() + begin * traits.typeSize,
                                 (end - begin) * traits.blockSize);
         });
-        return addRawTensor(name, std::move(ne), type, std::move(bytes));
+        return bytes;
     } catch (const c10::Error& e) {
         return Error::runtime("tensor '" + name + "': " + e.what_without_backtrace());
     } catch (const std::bad_alloc&) {
@@ -837,7 +889,8 @@ Result<void> GgufWriter::addRawTensor(const std::string& name, std::vector<std::
         return Error::usage("tensor '" + name + "': " + std::to_string(bytes.size()) +
                             " bytes do not hold " + neText(ne) + " of " +
                             std::string(formats::ggmlTraits(type).name));
-    m_tensors.push_back({name, std::move(ne), type, std::move(bytes)});
+    const std::uint64_t size = bytes.size();
+    m_tensors.push_back({name, std::move(ne), type, std::move(bytes), {}, size});
     return {};
 }
 
@@ -866,7 +919,7 @@ Result<void> GgufWriter::write(const std::string& path) const
                 put<std::uint64_t>(header, static_cast<std::uint64_t>(d));
             put(header, static_cast<std::uint32_t>(t.type));
             put<std::uint64_t>(header, offset);
-            offset += padded(t.bytes.size());
+            offset += padded(t.size);
         }
         auto writer = AtomicFileWriter::create(path);
         if (!writer)
@@ -874,8 +927,25 @@ Result<void> GgufWriter::write(const std::string& path) const
         (*writer)->write(header.data(), header.size());
         (*writer)->pad(padded(header.size()) - header.size());
         for (const Pending& t : m_tensors) {
-            (*writer)->write(t.bytes.data(), t.bytes.size());
-            (*writer)->pad(padded(t.bytes.size()) - t.bytes.size());
+            if (t.produce) {
+                // A deferred tensor: produced, encoded, written and dropped here. An error
+                // leaves no file (the writer's temporary file goes with it).
+                auto values = t.produce();
+                if (!values)
+                    return values.error();
+                std::vector<std::int64_t> ne;
+                auto bytes = encode(t.name, *values, t.type, ne);
+                if (!bytes)
+                    return bytes.error();
+                if (ne != t.ne || bytes->size() != t.size)
+                    return Error::runtime("tensor '" + t.name + "' was announced as " +
+                                              neText(t.ne) + " and produced as " + neText(ne),
+                                          path);
+                (*writer)->write(bytes->data(), bytes->size());
+            } else {
+                (*writer)->write(t.bytes.data(), t.bytes.size());
+            }
+            (*writer)->pad(padded(t.size) - t.size);
         }
         return (*writer)->commit();
     } catch (const std::bad_alloc&) {

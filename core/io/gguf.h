@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -171,6 +172,15 @@ public:
     /// call for.
     Result<void> addRawTensor(const std::string& name, std::vector<std::int64_t> ne,
                               formats::GgmlType type, std::vector<std::uint8_t> bytes);
+    /// The values of a tensor added by addDeferredTensor, produced when write() reaches it.
+    using Producer = std::function<Result<at::Tensor>()>;
+    /// Adds a tensor of torch shape `shape` whose values `produce` returns only when write()
+    /// reaches it, then quantized as addTensor quantizes them and dropped: one tensor in memory
+    /// at a time, so a model larger than memory streams into the file. The checks addTensor
+    /// makes on the shape and the type are made now; a producer's error (or values of another
+    /// shape, or NaN in a block type) fails write(), and no file is left.
+    Result<void> addDeferredTensor(const std::string& name, std::vector<std::int64_t> shape,
+                                   formats::GgmlType type, Producer produce);
     /// Writes the file (through a temporary file and a rename).
     Result<void> write(const std::string& path) const;
 
@@ -180,7 +190,14 @@ private:
         std::vector<std::int64_t> ne;
         formats::GgmlType type;
         std::vector<std::uint8_t> bytes;
+        Producer produce;          ///< deferred: bytes are empty until write()
+        std::uint64_t size = 0;    ///< encoded bytes
     };
+    /// `values` encoded as `type` (addTensor's rules); `ne` gets its ggml shape.
+    static Result<std::vector<std::uint8_t>> encode(const std::string& name,
+                                                    const at::Tensor& values,
+                                                    formats::GgmlType type,
+                                                    std::vector<std::int64_t>& ne);
     std::uint32_t m_alignment;
     std::vector<std::pair<std::string, GgufValue>> m_kv;
     std::vector<Pending> m_tensors;

@@ -201,12 +201,7 @@ Result<LayerQuant> quantizeWeight(const ir::Node& node, const at::Tensor& weight
         const std::int64_t rowLength = view.size(1);
         const formats::GgmlType type = ggmlTypeForRow(*config.ggmlType, rowLength);
         const auto& t = formats::ggmlTraits(type);
-        if (type != *config.ggmlType)
-            lq.note = std::string(formats::ggmlTraits(*config.ggmlType).name) + " blocks of " +
-                      std::to_string(formats::ggmlTraits(*config.ggmlType).blockSize) +
-                      " do not divide the " + std::to_string(rowLength) +
-                      " inputs per output channel; stored as " + std::string(t.name) +
-                      " (as llama.cpp falls back)";
+        lq.note = ggmlFallbackNote(*config.ggmlType, rowLength);
         const at::Tensor rows = view.to(at::kCPU, at::kFloat).contiguous();
         const std::span<const float> src(rows.data_ptr<float>(),
                                          static_cast<std::size_t>(rows.numel()));

@@ -724,6 +724,17 @@ GgmlType ggmlTypeForRow(GgmlType wanted, std::int64_t rowLength)
     return GgmlType::F16;
 }
 
+std::string ggmlFallbackNote(GgmlType wanted, std::int64_t rowLength)
+{
+    const GgmlType type = ggmlTypeForRow(wanted, rowLength);
+    if (type == wanted)
+        return {};
+    return std::string(formats::ggmlTraits(wanted).name) + " blocks of " +
+           std::to_string(formats::ggmlTraits(wanted).blockSize) + " do not divide the " +
+           std::to_string(rowLength) + " inputs per output channel; stored as " +
+           std::string(formats::ggmlTraits(type).name) + " (as llama.cpp falls back)";
+}
+
 bool usesGgml(const Scheme& scheme)
 {
     if (scheme.config.ggmlType)

@@ -138,6 +138,10 @@ struct Scheme {
 /// `wanted` when its block divides the row, else what llama.cpp falls back to (Q4_K -> Q5_0,
 /// Q6_K -> Q8_0, when 32 divides the row), else F16.
 formats::GgmlType ggmlTypeForRow(formats::GgmlType wanted, std::int64_t rowLength);
+/// What a layer's note says when ggmlTypeForRow falls back ("Q4_K blocks of 256 do not divide
+/// the 576 inputs per output channel; stored as Q5_0 (as llama.cpp falls back)"); empty when
+/// `wanted` divides the rows.
+std::string ggmlFallbackNote(formats::GgmlType wanted, std::int64_t rowLength);
 
 /// True when the scheme (or one of its overrides) quantizes with ggml's block types.
 bool usesGgml(const Scheme& scheme);

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace bitlens::workspace {
@@ -48,8 +49,56 @@ struct ExportInputs {
     detail::PreparedRun prepared;
 };
 
+/// Whether `scheme` is written to `format` straight from the open model's weights, one tensor
+/// at a time, with nothing prepared: GGUF, and every layer either float or rounded to nearest
+/// to a ggml type with float activations (the gguf-* presets). The writer encodes each weight
+/// as it writes it (exporting::writeGguf), so an 8B model exports in about one tensor's memory
+/// (llama-quantize's way), where prepare would hold float32 and quantize-dequantized copies of
+/// every weight.
+bool streamsFromWeights(const ir::Graph& graph, const quant::Scheme& scheme,
+                        exporting::ExportFormat format)
+{
+    if (format != exporting::ExportFormat::Gguf || scheme.qat)
+        return false;
+    auto plan = quant::makePlan(graph, scheme);
+    if (!plan)
+        return false;
+    for (const auto& [name, c] : plan->layers)
+        if (!c.keepFloat && (!c.ggmlType || c.method != quant::LayerConfig::Method::Rtn ||
+                             c.actMode != quant::ActMode::Float || c.smoothAlpha > 0.0))
+            return false;
+    for (const auto& node : graph.nodes)
+        if (scheme.foldBatchNorm && node.op == ir::OpKind::BatchNorm)
+            return false;
+    return true;
+}
+
+/// The model streamsFromWeights exports: the open graph (its tensors shared, 16-bit weights
+/// still mapped) with the scheme's plan and no prepared layer.
+Result<std::shared_ptr<const quant::QuantizedModel>> planOnly(const ir::Graph& graph,
+                                                              const quant::Scheme& scheme)
+{
+    auto plan = quant::makePlan(graph, scheme);
+    if (!plan)
+        return plan.error();
+    auto model = std::make_shared<quant::QuantizedModel>();
+    model->graph = graph;
+    model->scheme = scheme;
+    model->plan = std::move(plan).value();
+    // Float bytes as prepare counts them: every weight in float32, a storage shared by views
+    // once.
+    std::set<std::pair<const void*, std::int64_t>> seen;
+    for (const auto& [name, t] : graph.initializers)
+        if (!t.has_storage() || seen.emplace(t.data_ptr(), t.numel()).second)
+            model->bytesFloat += graph.widenOnRead.count(name) ? t.numel() * 4
+                                                               : graph.initializerBytes(name, t);
+    return std::shared_ptr<const quant::QuantizedModel>(std::move(model));
+}
+
+/// `needModel`: the caller runs the prepared model (verification), so it is prepared even
+/// where the file could be written from the weights alone.
 Result<ExportInputs> exportInputs(Workspace& ws, const ExportRequest& request, Progress& progress,
-                                  const CancelToken& cancel)
+                                  const CancelToken& cancel, bool needModel)
 {
     ExportInputs in;
     auto scheme = detail::schemeOf(request.run.scheme, request.run.overrides);
@@ -72,6 +121,13 @@ Result<ExportInputs> exportInputs(Workspace& ws, const ExportRequest& request, P
         return data.error();
     // Verification runs on the evaluation data (labelled or not), else the calibration data.
     in.samples = data->loadedEval ? data->loadedEval : data->calib;
+    if (!needModel && streamsFromWeights(ws.model()->graph(), in.scheme, in.format)) {
+        auto model = planOnly(ws.model()->graph(), in.scheme);
+        if (!model)
+            return model.error();
+        in.prepared.model = std::move(model).value();
+        return in;
+    }
     Progress preparing = subProgress(progress, 0.0, 1.0,
                                      in.scheme.qat ? "training again: " : "calibrating again: ");
     auto prepared = detail::prepareRun(ws, *data, in.scheme, true, preparing, cancel);
@@ -168,7 +224,7 @@ Result<Exported> exportRun(Workspace& ws, const ExportRequest& request, Progress
     }
     auto result = guarded(ws, [&]() -> Result<Exported> {
         Progress preparing = subProgress(progress, 0.0, 0.4);
-        auto in = exportInputs(ws, request, preparing, cancel);
+        auto in = exportInputs(ws, request, preparing, cancel, request.verify);
         if (!in)
             return in.error();
         if (cancel.cancelled())
@@ -232,7 +288,7 @@ Result<Exported> verifyFile(Workspace& ws, const ExportRequest& request, Progres
         if (ec)
             return Error::badInput(request.path, "cannot read the file: " + ec.message());
         Progress preparing = subProgress(progress, 0.0, 0.3);
-        auto in = exportInputs(ws, request, preparing, cancel);
+        auto in = exportInputs(ws, request, preparing, cancel, true);
         if (!in)
             return in.error();
         exporting::ExportResult file;

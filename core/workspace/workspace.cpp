@@ -338,6 +338,40 @@ Result<Run> runOne(Workspace& ws, const ResolvedData& data, const quant::Scheme&
     return out;
 }
 
+/// How many calibration windows the block engine carries for `scheme`.
+std::int64_t blockCalibWindows(const ResolvedData& data, const quant::Scheme& scheme)
+{
+    return data.calib && data.calib->inputs.defined() && data.calib->inputs.dim() > 0
+               ? std::min(data.calib->inputs.size(0), scheme.calibSamples)
+               : 0;
+}
+
+/// The block engine's estimate for `scheme` on `data`.
+analysis::MemoryEstimate blockEstimate(const ir::Graph& graph, const ResolvedData& data,
+                                       const quant::Scheme& scheme)
+{
+    const at::Tensor rows = data.eval ? data.eval->inputs : data.analysisBatch();
+    const std::int64_t windows = (rows.defined() && rows.dim() > 0 ? rows.size(0) : 0) +
+                                 analysis::AnalysisOptions().sequenceAnalysisSamples;
+    return analysis::estimateBlockQuantize(graph, scheme, analysis::workShapeOf(graph, rows),
+                                           windows, blockCalibWindows(data, scheme));
+}
+
+/// RunRequest::engine auto: the block engine when the whole engine's estimate does not fit and
+/// the block engine can run the model and the scheme within the memory available.
+bool blocksInstead(const Workspace& ws, const ResolvedData& data, const quant::Scheme& scheme)
+{
+    const ir::Graph& graph = ws.model()->graph();
+    if (analysis::checkMemory(analysis::estimateQuantize(
+                                  graph, scheme, analysis::workShapeOf(graph, data.analysisBatch())),
+                              ws.model()->path()))
+        return false;
+    if (!analysis::blockEngineUnsupported(graph, scheme).empty() ||
+        !analysis::partitionBlocks(graph))
+        return false;
+    return analysis::checkMemory(blockEstimate(graph, data, scheme), ws.model()->path()).ok();
+}
+
 /// One scheme on resolved data by the block engine (RunRequest::engine "block").
 Result<Run> runBlocks(Workspace& ws, const ResolvedData& data, const quant::Scheme& scheme,
                       Progress& progress, const CancelToken& cancel, const RunRequest& request)
@@ -346,19 +380,9 @@ Result<Run> runBlocks(Workspace& ws, const ResolvedData& data, const quant::Sche
     if (const std::string why = analysis::blockEngineUnsupported(graph, scheme); !why.empty())
         return Error::unsupported(ws.model()->path(),
                                   "--engine block cannot run " + scheme.spec + ": " + why);
-    const at::Tensor rows = data.eval ? data.eval->inputs : data.analysisBatch();
     // Refused before anything is allocated when one block, the carried hidden states and one
     // batch of logits cannot fit.
-    const std::int64_t windows = (rows.defined() && rows.dim() > 0 ? rows.size(0) : 0) +
-                                 analysis::AnalysisOptions().sequenceAnalysisSamples;
-    const std::int64_t calibWindows =
-        data.calib && data.calib->inputs.defined() && data.calib->inputs.dim() > 0
-            ? std::min(data.calib->inputs.size(0), scheme.calibSamples)
-            : 0;
-    if (auto fits = analysis::checkMemory(
-            analysis::estimateBlockQuantize(graph, scheme, analysis::workShapeOf(graph, rows),
-                                            windows, calibWindows),
-            ws.model()->path());
+    if (auto fits = analysis::checkMemory(blockEstimate(graph, data, scheme), ws.model()->path());
         !fits)
         return fits.error();
     analysis::AnalysisOptions options;
@@ -444,13 +468,15 @@ Result<Run> run(Workspace& ws, const RunRequest& request, Progress& progress,
                 const CancelToken& cancel)
 {
     return guarded(ws, [&]() -> Result<Run> {
-        if (!request.engine.empty() && request.engine != "whole" && request.engine != "block")
-            return Error::usage("engine '" + request.engine + "' is not one of whole, block");
+        const bool automatic = request.engine.empty() || request.engine == "auto";
+        if (!automatic && request.engine != "whole" && request.engine != "block")
+            return Error::usage("engine '" + request.engine + "' is not one of auto, whole, "
+                                "block");
         auto in = schemeAndData(ws, request, progress, cancel);
         if (!in)
             return in.error();
         auto& [scheme, data] = *in;
-        if (request.engine == "block")
+        if (request.engine == "block" || (automatic && blocksInstead(ws, data, scheme)))
             return runBlocks(ws, data, scheme, progress, cancel, request);
         return runOne(ws, data, scheme, progress, cancel, &request);
     });
@@ -758,8 +784,8 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
     if (!parsed)
         return parsed.error();
     const ir::Graph& graph = ws.model()->graph();
-    const analysis::MemoryEstimate e =
-        analysis::estimateQuantize(graph, *parsed, analysis::defaultWorkShape(graph, kLmSeqLen));
+    const analysis::WorkShape shape = analysis::defaultWorkShape(graph, kLmSeqLen);
+    const analysis::MemoryEstimate e = analysis::estimateQuantize(graph, *parsed, shape);
     MemoryForecast f;
     f.neededBytes = e.total();
     const auto available = analysis::availableMemory();
@@ -768,6 +794,23 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
     f.text = "~" + analysis::formatGigabytes(f.neededBytes) +
              (available ? " of " + analysis::formatGigabytes(*available) + " available" : "") +
              " " + e.partsText();
+    // What a run does then (RunRequest::engine auto): a stacked language model that does not
+    // fit whole runs one decoder block at a time; the forecast is that engine's.
+    if (!f.fits && analysis::blockEngineUnsupported(graph, *parsed).empty() &&
+        analysis::partitionBlocks(graph)) {
+        const analysis::MemoryEstimate b = analysis::estimateBlockQuantize(
+            graph, *parsed, shape,
+            shape.batch + analysis::AnalysisOptions().sequenceAnalysisSamples,
+            parsed->calibSamples);
+        if (b.total() <= *available) {
+            f.neededBytes = b.total();
+            f.fits = true;
+            f.text = "~" + analysis::formatGigabytes(b.total()) + " of " +
+                     analysis::formatGigabytes(*available) +
+                     " available, one decoder block at a time (the whole model at once: ~" +
+                     analysis::formatGigabytes(e.total()) + ") " + b.partsText();
+        }
+    }
     return f;
 }
 

@@ -68,10 +68,12 @@ struct RunRequest {
     std::int64_t evalLimit = 0;  ///< evaluation samples kept (0 = all; text: windows / lines)
     std::int64_t seqLen = 0;     ///< text: window / row length in tokens (0 = the default)
     std::int64_t evalTokens = 0; ///< language-model evaluation text: token budget (0 = none)
-    /// What runs a quantize: "" or "whole" (quant::prepare on the whole graph, then analysis),
+    /// What runs a quantize: "whole" (quant::prepare on the whole graph, then analysis),
     /// "block" (analysis/block_engine.h: a stacked language model one decoder block at a time,
-    /// for models whose float32 copy does not fit; round-to-nearest schemes without static
-    /// activations, no throughput, no export yet). run() only; other jobs refuse "block".
+    /// for models whose float32 copy does not fit; post-training schemes, no throughput), or
+    /// "" / "auto": the whole engine where its estimate fits, else the block engine where it
+    /// can run the model and scheme and its estimate fits, else the whole engine's refusal.
+    /// run() only; other jobs run the whole engine.
     std::string engine;
     /// Sensitivity: rank a language model's layers by the KL divergence of its output
     /// (AnalysisOptions::sensitivityByKld) instead of by the metric change.

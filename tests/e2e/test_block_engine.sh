@@ -105,6 +105,28 @@ for scheme in w4-int4:method=gptq w4-int4:method=awq static-int8 smoothquant-int
   same "equal-$name" "$tmp/whole-$name.json" "$tmp/block-$name.json"
 done
 
+# --engine auto (the default): the whole engine where its estimate fits, else the block engine
+# where its own fits, else the whole engine's refusal. The two estimates are read from their
+# refusals, and the memory given sits between them.
+needs() { # needs ENGINE: the estimate in MB that ENGINE's refusal names
+  BITLENS_MEMORY_AVAILABLE=1M "$cli" quantize kjv-llama --scheme w4-int4 --limit 2 --quiet \
+    --engine "$1" 2>&1 | sed -n 's/.*needs ~\([0-9.]*\) MB.*/\1/p'
+}
+whole_mb=$(needs whole)
+block_mb=$(needs block)
+expect auto-estimates "$py" -c "assert 0 < float('${block_mb:-0}') < float('${whole_mb:-0}'), ('$block_mb', '$whole_mb')"
+mid_mb=$("$py" -c "print(int((float('${block_mb:-0}') + float('${whole_mb:-0}')) / 2))")
+check auto-whole 0 "$cli" quantize kjv-llama --scheme w4-int4 --limit 2 --quiet \
+  --report "$tmp/auto-whole.json"
+expect auto-whole-engine report "$tmp/auto-whole.json" "assert d['engine'] == 'whole', d['engine']"
+BITLENS_MEMORY_AVAILABLE=${mid_mb}M check auto-block 0 "$cli" quantize kjv-llama \
+  --scheme w4-int4 --limit 2 --quiet --report "$tmp/auto-block.json"
+expect auto-block-engine report "$tmp/auto-block.json" "assert d['engine'] == 'block', d['engine']"
+same auto-equal "$tmp/auto-whole.json" "$tmp/auto-block.json"
+BITLENS_MEMORY_AVAILABLE=1M check auto-refused 5 "$cli" quantize kjv-llama --scheme w4-int4 \
+  --limit 2
+expect auto-refused-why grep -q "quantize needs" "$tmp/err"
+
 # Refusals, each with its reason.
 check refuse-cnn 4 "$cli" quantize fashion-cnn --scheme w4-int4 --limit 8 --engine block
 expect refuse-cnn-why grep -q "it runs language models" "$tmp/err"

@@ -42,6 +42,13 @@ for scheme in gguf-q8_0 gguf-q4_0 gguf-q4_1 gguf-q4_k gguf-f16 mxfp4-w; do
   check "export-$scheme" 0 "$cli" export "$tmp/hf" --scheme $scheme --format gguf --out "$out" \
     --verify --eval "$tmp/text.txt" --seq-len 32 --limit 4 --json
   cp "$tmp/out" "$tmp/$scheme.json"
+  # Without --verify a gguf-* file is streamed from the open model's weights, one tensor at a
+  # time, nothing prepared (issue #38): the same bytes as the verified export.
+  if [ "$scheme" != mxfp4-w ]; then
+    check "stream-$scheme" 0 "$cli" export "$tmp/hf" --scheme $scheme --format gguf \
+      --out "$tmp/$scheme.stream.gguf" --eval "$tmp/text.txt" --seq-len 32 --limit 4 --quiet
+    expect "stream-$scheme-same-bytes" cmp "$out" "$tmp/$scheme.stream.gguf"
+  fi
   expect "export-$scheme-json" report "$tmp/$scheme.json" "
 v = d['verify']
 assert d['format'] == 'gguf' and d['bytes'] > 0 and d['quantized_layers'] == $layers, d

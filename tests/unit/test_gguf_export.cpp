@@ -436,3 +436,108 @@ TEST(GgufExport, Mxfp4WeightsAreWrittenAsGgmlMxfp4BitForBit)
     ASSERT_FALSE(both.ok());
     EXPECT_NE(both.error().message.find("mxfp4-w"), std::string::npos) << both.error().message;
 }
+
+namespace {
+
+/// What workspace exportRun hands the writer for a gguf-* scheme without --verify: the open
+/// graph with the scheme's plan and no prepared layer (issue #38, streaming export).
+quant::QuantizedModel planOnly(const ir::Graph& graph, const std::string& spec)
+{
+    quant::QuantizedModel m;
+    m.graph = graph;
+    m.scheme = quant::parseScheme(spec).value();
+    m.plan = quant::makePlan(graph, m.scheme).value();
+    return m;
+}
+
+std::string fileBytes(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The tiny llama with its 2-D weights as bfloat16 (kept 16-bit and widened on read, as a
+/// bf16 safetensors folder opens).
+TinyLlama bf16Llama(std::int64_t hidden, std::int64_t inter, std::uint64_t seed)
+{
+    TinyLlama t = tinyLlama(hidden, inter, /*tied=*/false, seed);
+    for (auto& [name, w] : t.graph.initializers)
+        if (w.dim() == 2) {
+            w = w.to(at::kBFloat16);
+            t.graph.widenOnRead.insert(name);
+        }
+    return t;
+}
+
+} // namespace
+
+// Issue #38 step 4: a gguf-* export streamed from the open model's weights (nothing prepared,
+// one tensor encoded at a time) writes the same bytes as the export of the prepared model, for
+// every preset, with float32 and with 16-bit weights, fallback rows included.
+TEST(GgufExport, StreamedFromTheWeightsEqualsThePreparedExport)
+{
+    test::TempDir dir;
+    for (const bool bf16 : {false, true}) {
+        // hidden 96: K-quant rows fall back (Q5_0 / Q8_0), MLP rows of 40 to F16.
+        for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{256, 512}, {96, 40}}) {
+            const TinyLlama t = bf16 ? bf16Llama(shape.first, shape.second, 11)
+                                     : tinyLlama(shape.first, shape.second, false, 11);
+            for (const char* preset : {"gguf-f16", "gguf-q8_0", "gguf-q4_0", "gguf-q4_1",
+                                       "gguf-q4_k", "gguf-q6_k"}) {
+                SCOPED_TRACE(std::string(preset) + (bf16 ? " bf16 " : " f32 ") +
+                             std::to_string(shape.first));
+                const std::string a = dir.file("prepared.gguf");
+                const std::string b = dir.file("streamed.gguf");
+                auto pr = exporting::exportModel(prepared(t.graph, preset),
+                                                 exporting::ExportFormat::Gguf, a);
+                ASSERT_TRUE(pr.ok()) << pr.error().userMessage();
+                auto st = exporting::exportModel(planOnly(t.graph, preset),
+                                                 exporting::ExportFormat::Gguf, b);
+                ASSERT_TRUE(st.ok()) << st.error().userMessage();
+                EXPECT_EQ(st->quantizedLayers, pr->quantizedLayers);
+                EXPECT_EQ(st->floatLayers, pr->floatLayers);
+                EXPECT_EQ(st->notes, pr->notes);
+                EXPECT_GT(fs::file_size(a), 1000u);
+                EXPECT_TRUE(fileBytes(a) == fileBytes(b)) << "the two files differ";
+            }
+        }
+    }
+}
+
+// A 16-bit weight holding NaN, found only when the writer reaches it: BadInput naming the
+// weight, and no file (an older file at the path keeps its bytes); so does Cancel.
+TEST(GgufExport, StreamedExportThatFailsMidwayLeavesNoFile)
+{
+    test::TempDir dir;
+    TinyLlama t = bf16Llama(256, 512, 12);
+    at::Tensor& w = t.graph.initializers.at("model.layers.1.mlp.down_proj.weight");
+    w = w.clone();
+    w.select(0, 3).select(0, 5).fill_(std::numeric_limits<float>::quiet_NaN());
+    const std::string keep = dir.file("keep.gguf");
+    std::ofstream(keep) << "old";
+    auto r = exporting::exportModel(planOnly(t.graph, "gguf-q4_k"),
+                                    exporting::ExportFormat::Gguf, keep);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::BadInput) << r.error().userMessage();
+    EXPECT_NE(r.error().userMessage().find("down_proj"), std::string::npos)
+        << r.error().userMessage();
+    EXPECT_EQ(fileBytes(keep), "old");
+
+    const TinyLlama ok = bf16Llama(256, 512, 13);
+    CancelToken cancel;
+    int reports = 0;
+    Progress progress([&](double, const std::string& stage) {
+        if (stage.rfind("quantizing blk.1", 0) == 0 && ++reports == 1)
+            cancel.cancel();
+    });
+    const std::string path = dir.file("cancelled.gguf");
+    auto c = exporting::exportModel(planOnly(ok.graph, "gguf-q4_k"),
+                                    exporting::ExportFormat::Gguf, path, progress, cancel);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().code, ErrorCode::Cancelled);
+    EXPECT_GT(reports, 0);
+    EXPECT_FALSE(fs::exists(path));
+    for (const auto& entry : fs::directory_iterator(dir.path()))
+        EXPECT_EQ(entry.path().filename().string().find("cancelled"), std::string::npos)
+            << entry.path();
+}
