@@ -99,6 +99,13 @@ void printReport(const analysis::QuantReport& r)
     }
     if (!r.modelNote.empty())
         std::printf("note        %s\n", r.modelNote.c_str());
+    if (r.engine == "block") {
+        // The block engine never runs the whole model at once, so there is no speed to show.
+        std::printf("engine      block: one decoder block at a time (%zu layers); throughput "
+                    "not measured (bench MODEL --scheme S measures it where the model fits)\n",
+                    r.layers.size());
+        return;
+    }
     int real = 0;
     for (const auto& l : r.layers)
         real += l.simulated || l.weightType == "float32" ? 0 : 1;

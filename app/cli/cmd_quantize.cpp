@@ -23,9 +23,6 @@ int cmdQuantize(const Args& args)
     const std::string engine = args.get("--engine", "auto");
     if (engine != "whole" && engine != "block" && engine != "auto")
         return fail(Error::usage("--engine " + engine + ": give auto, whole or block"));
-    if (engine == "block" && args.has("--out"))
-        return fail(Error::usage("--engine block does not export yet; quantize with --report, "
-                                 "or export with the whole engine"));
     // --out FILE writes the quantized model in the format its extension names (export.h);
     // what the format cannot hold is refused before any work.
     workspace::RunRequest scheme;

@@ -232,7 +232,7 @@ Result<Exported> exportRun(Workspace& ws, const ExportRequest& request, Progress
         exporting::ExportSource source;
         source.modelPath = ws.model()->path();
         source.tokenizerPath = ws.model()->summary().tokenizerPath;
-        Progress writing = subProgress(progress, 0.4, 0.5, "exporting: ");
+        Progress writing = subProgress(progress, 0.4, request.verify ? 0.5 : 1.0, "exporting: ");
         auto written = exporting::exportModel(*in->prepared.model, in->format, staging, writing,
                                               cancel, source);
         if (!written) {

@@ -6,8 +6,8 @@
 # codes and scales), local and accumulated SQNR / MSE / cosine / max error, weight SQNR,
 # histograms, sizes, perplexities and every KL-divergence statistic within 1e-6 relative; the
 # same for the schemes that read calibration data (GPTQ, AWQ, static ranges, SmoothQuant: step 2).
-# Then what the block engine refuses: models that are not stacks, --out, an unknown engine, and
-# a run that does not fit the memory it is given.
+# Then --engine auto, --out after a block run, and what the block engine refuses: models that are
+# not stacks, an unknown engine, and a run that does not fit the memory it is given.
 # Usage: test_block_engine.sh path/to/bitlens-cli
 set -uo pipefail
 cli=$1
@@ -130,7 +130,13 @@ expect auto-refused-why grep -q "quantize needs" "$tmp/err"
 # Refusals, each with its reason.
 check refuse-cnn 4 "$cli" quantize fashion-cnn --scheme w4-int4 --limit 8 --engine block
 expect refuse-cnn-why grep -q "it runs language models" "$tmp/err"
-check refuse-out 2 "$cli" quantize kjv-llama --scheme w4-int4 --engine block --out "$tmp/x.gguf"
+# --out after a block-engine run: a gguf-* file is streamed from the weights (nothing held whole),
+# the same bytes as after a whole-engine run.
+check block-out 0 "$cli" quantize kjv-llama --scheme gguf-q4_0 --limit 2 --quiet --engine block \
+  --out "$tmp/block.gguf"
+check whole-out 0 "$cli" quantize kjv-llama --scheme gguf-q4_0 --limit 2 --quiet --engine whole \
+  --out "$tmp/whole.gguf"
+expect block-out-same-bytes cmp "$tmp/block.gguf" "$tmp/whole.gguf"
 check refuse-engine 2 "$cli" quantize kjv-llama --scheme w4-int4 --engine blocks
 BITLENS_MEMORY_AVAILABLE=1M check refuse-memory 5 "$cli" quantize kjv-llama --scheme w4-int4 \
   --limit 2 --engine block
