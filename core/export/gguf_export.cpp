@@ -94,7 +94,7 @@ bool exactIn(const at::Tensor& values, GgmlType type)
     for (std::int64_t r = 0; r < all.size(0); r += kChunk) {
         const at::Tensor narrow = all.slice(0, r, std::min(all.size(0), r + kChunk));
         const at::Tensor rows = narrow.to(at::kCPU, at::kFloat).contiguous();
-        if (narrow.is_contiguous())
+        if (narrow.is_non_overlapping_and_dense())
             io::MappedFile::releasePages(narrow.data_ptr(), narrow.nbytes());
         auto bytes = formats::ggmlQuantize(
             std::span<const float>(rows.data_ptr<float>(), static_cast<std::size_t>(rows.numel())),
@@ -373,7 +373,8 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                     return Error::badInput({}, e.what());
                 }
                 rows = rows.to(at::kCPU, at::kFloat).contiguous();
-                if (g.widenOnRead.count(input) && w.is_contiguous())
+                // A transposed view (a MatMul weight) covers the same pages as its storage.
+                if (g.widenOnRead.count(input) && w.is_non_overlapping_and_dense())
                     io::MappedFile::releasePages(w.data_ptr(), w.nbytes());
                 if (p.permuteHeads > 0)
                     rows = permuteForRope(rows, p.permuteHeads);
