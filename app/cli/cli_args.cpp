@@ -27,6 +27,8 @@ const std::map<std::string, bool> kFlagTakesValue = {
     {"--layers", true}, {"--estimate", false}, {"--help", false},
     {"--prompt", true}, {"--max-tokens", true}, {"--seed", true}, {"--temperature", true},
     {"--top-k", true}, {"--top-p", true}, {"--engine", true},
+    {"--decode", false}, {"--prompt-tokens", true}, {"--gen-tokens", true},
+    {"--repetitions", true},
 };
 
 } // namespace

@@ -45,6 +45,10 @@ commands:
                                      --estimate: print the sweep's cost here and stop)
   bench MODEL --scheme SCHEME [--calib DATA] [--batch N] [--device cpu|cuda] [--json]
                                      float vs quantized samples/s, side by side
+  bench MODEL --scheme SCHEME --decode [--prompt-tokens N] [--gen-tokens N]
+        [--repetitions N] [--calib DATA] [--json]
+                                     language models: llama-bench's pp (prompt, 512 tokens)
+                                     and tg (one token at a time, 128) tokens/s, KV cache
   generate MODEL --prompt TEXT [--scheme SCHEME] [--max-tokens N] [--seed N]
            [--temperature T] [--top-k K] [--top-p P] [--calib DATA] [--json]
                                      float and quantized continuations side by side (KV

@@ -358,6 +358,35 @@ void float16GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Flo
 void float16GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
                     const float* bias, float* y);
 
+// --- float32 GEMV (batch-1 decode) -------------------------------------------------------------
+//
+// The float32 model's projections at one to a few activation rows (a decode step): each
+// weight row read once from memory, dotted with every activation row. LibTorch's GEMV on this
+// CPU runs MKL's generic (non-AVX-512) path on AMD (bench/RESULTS.md, "Decode tokens/s"), at a
+// third of memory speed. The rows differ from each other and from LibTorch only in the order
+// of the float additions (16 or 8 lanes summed at the end), so they agree to float rounding.
+
+/// Weights w [N, K] as float32, row-major with `ldw` elements per row (not owned: a tensor's
+/// storage or a mapped file).
+struct Float32Weight {
+    const float* data = nullptr;
+    std::int64_t n = 0;
+    std::int64_t k = 0;
+    std::int64_t ldw = 0;
+};
+
+/// y [M, N] (row-major, N per row) = x [M, ldx] (first K read) times w^T, plus bias [N] when not
+/// null. AVX-512 (requires cpuFeatures().avx512); threads over blocks of output channels, rows
+/// in groups of 4 so one read of a weight row serves four activation rows.
+void float32GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                       const float* bias, float* y);
+/// The same on AVX2 + FMA (requires cpuFeatures().avx2).
+void float32GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                     const float* bias, float* y);
+/// Scalar twin: each dot product summed in index order in float32.
+void float32GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                    const float* bias, float* y);
+
 // --- dispatch: the fastest kernel the ISA level in force allows ---------------------------------
 //
 // Each operation has rows, one per ISA level that has a kernel for it, and the scalar `_ref`
@@ -396,6 +425,13 @@ void nibble4GemvQ8(const float* x, std::int64_t m, std::int64_t ldx,
 KernelRow float16GemmKernel();
 /// float16GemmAvx512 or whichever row float16GemmKernel() names.
 void float16Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float16Weight& w,
+                 const float* bias, float* y);
+
+/// The float32 GEMV's row now: "avx512", "avx2" or "scalar" (scalar: callers keep LibTorch's
+/// float op, which the reference does not beat).
+KernelRow float32GemmKernel();
+/// float32GemmAvx512 or whichever row float32GemmKernel() names.
+void float32Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
                  const float* bias, float* y);
 
 /// bitsandbytes' NF4 code values (code 7 is 0).

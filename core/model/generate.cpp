@@ -2,6 +2,7 @@
 
 #include "exec/executor.h"
 #include "ir/graph.h"
+#include "kernels/lowbit.h"
 
 #include <ATen/ATen.h>
 
@@ -158,6 +159,47 @@ private:
     std::map<std::string, at::Tensor> m_buffers;
 };
 
+/// The float32 projections of a decode step (x [.., K] of at most kMaxRows rows times a weight
+/// read as W^T, W [N, K] row-major: hf_builders' Linear) on BitLens's own GEMV row
+/// (kernels::float32Gemm): LibTorch's matmul of one row reaches MKL's GEMV, whose generic path
+/// on an AMD CPU reads the weights at a third of memory speed (bench/RESULTS.md). A node that
+/// an earlier hook computes (a quantized layer's real kernel) never gets here; anything else
+/// (more rows: the prompt pass; other layouts, types or devices; the scalar level, whose
+/// reference row is slower than LibTorch) is left to the executor.
+class FloatGemvHook final : public exec::NodeHook {
+public:
+    static constexpr std::int64_t kMaxRows = 4;
+
+    bool computeNode(const ir::Node& node, const std::vector<at::Tensor>& inputs,
+                     std::vector<at::Tensor>& outputs) override
+    {
+        if (node.op != ir::OpKind::MatMul || inputs.size() != 2)
+            return false;
+        const at::Tensor& x = inputs[0];
+        const at::Tensor& w = inputs[1];
+        if (!x.defined() || !w.defined() || w.dim() != 2 || x.dim() < 1 ||
+            x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.is_cpu() ||
+            !w.is_cpu() || x.requires_grad() || w.requires_grad())
+            return false;
+        const std::int64_t k = w.size(0);
+        const std::int64_t n = w.size(1);
+        // W^T as a view of W [N, K]: unit stride along K, rows of W at least K apart.
+        if (k < 1 || n < 1 || w.stride(0) != 1 || w.stride(1) < k || x.size(-1) != k)
+            return false;
+        const std::int64_t rows = x.numel() / k;
+        if (rows < 1 || rows > kMaxRows || kernels::float32GemmKernel().isReference())
+            return false;
+        const at::Tensor xc = x.contiguous();
+        auto shape = x.sizes().vec();
+        shape.back() = n;
+        at::Tensor y = at::empty(shape, x.options());
+        const kernels::Float32Weight weight{w.data_ptr<float>(), n, k, w.stride(1)};
+        kernels::float32Gemm(xc.data_ptr<float>(), rows, k, weight, nullptr, y.data_ptr<float>());
+        outputs = {y};
+        return true;
+    }
+};
+
 std::int64_t metadataInt(const ir::Graph& graph, const std::string& key)
 {
     auto it = graph.metadata.find(key);
@@ -228,6 +270,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const ir::Graph& graph,
     m.executor = std::make_unique<exec::Executor>(graph);
     for (auto& hook : hooks)
         m.executor->addHook(std::move(hook));
+    m.executor->addHook(std::make_shared<FloatGemvHook>());
     m.cache = std::make_shared<KvCacheHook>();
     m.executor->addHook(m.cache);
     m.vocab = metadataInt(graph, "vocab_size");

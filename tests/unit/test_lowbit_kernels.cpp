@@ -789,3 +789,78 @@ TEST_P(Float16GemmAtIsa, NamesTheRowOfTheLevelInForce)
     case IsaLevel::Avx512: EXPECT_EQ(name, "avx512"); break;
     }
 }
+
+namespace {
+
+/// Random weights [N, ldw] (elements past K are NaN: the kernels must not read them).
+at::Tensor randomFloat32(std::int64_t n, std::int64_t k, std::int64_t ldw, std::uint64_t seed)
+{
+    at::Tensor w = at::full({n, ldw}, std::numeric_limits<float>::quiet_NaN());
+    w.narrow(1, 0, k).copy_(at::randn({n, k}, seeded(seed)));
+    return w;
+}
+
+} // namespace
+
+TEST(Float32GemmRef, MatchesAFloat64Matmul)
+{
+    std::uint64_t seed = 900;
+    for (std::int64_t k : {1, 17, 300}) {
+        const std::int64_t m = 3, n = 5;
+        const at::Tensor w = randomFloat32(n, k, k + 3, seed++);
+        const at::Tensor x = at::randn({m, k}, seeded(seed++));
+        const at::Tensor bias = at::randn({n}, seeded(seed++));
+        at::Tensor y = at::empty({m, n});
+        float32GemmRef(x.data_ptr<float>(), m, k, {w.data_ptr<float>(), n, k, k + 3},
+                       bias.data_ptr<float>(), y.data_ptr<float>());
+        const at::Tensor want =
+            at::matmul(x.to(at::kDouble), w.narrow(1, 0, k).to(at::kDouble).t()) +
+            bias.to(at::kDouble);
+        EXPECT_TRUE(at::allclose(y.to(at::kDouble), want, 1e-5, 1e-5))
+            << (y - want).abs().max().item<double>();
+    }
+}
+
+class Float32GemmAtIsa : public AtIsaLevel {};
+BITLENS_AT_EVERY_ISA_LEVEL(Float32GemmAtIsa);
+
+TEST_P(Float32GemmAtIsa, MatchesTheReferenceToFloatRounding)
+{
+    SCOPED_TRACE(std::string("float32 GEMV row ") + float32GemmKernel().name);
+    std::mt19937 rng(29);
+    std::uint64_t seed = 1000;
+    for (std::int64_t k : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 127, 1023}) {
+        const std::int64_t m = static_cast<std::int64_t>(rng() % 9) + 1;
+        const std::int64_t n = kSizes[rng() % kSizes.size()];
+        const bool withBias = rng() % 2 == 0;
+        SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " +
+                     std::to_string(n) + (withBias ? " bias" : ""));
+        const at::Tensor w = randomFloat32(n, k, k + 5, seed++);
+        // x rows are longer than K and the extra elements are NaN: never read.
+        at::Tensor x = at::full({m, k + 3}, std::numeric_limits<float>::quiet_NaN());
+        x.narrow(1, 0, k).normal_(0, 1, seeded(seed++));
+        const at::Tensor bias = at::randn({n}, seeded(seed++));
+        at::Tensor got = at::empty({m, n}), want = at::empty({m, n});
+        const Float32Weight view{w.data_ptr<float>(), n, k, k + 5};
+        const float* b = withBias ? bias.data_ptr<float>() : nullptr;
+        float32Gemm(x.data_ptr<float>(), m, k + 3, view, b, got.data_ptr<float>());
+        float32GemmRef(x.data_ptr<float>(), m, k + 3, view, b, want.data_ptr<float>());
+        // float32 sums of K terms in another order: within K * 2^-24 of the magnitudes.
+        const at::Tensor magnitude = at::matmul(x.narrow(1, 0, k).abs().to(at::kDouble),
+                                                w.narrow(1, 0, k).to(at::kDouble).abs().t());
+        const at::Tensor bound = magnitude * (static_cast<double>(k) * 6e-8) + 1e-6;
+        ASSERT_TRUE(((got - want).abs().to(at::kDouble) <= bound).all().item<bool>())
+            << (got - want).abs().max().item<float>();
+    }
+}
+
+TEST_P(Float32GemmAtIsa, NamesTheRowOfTheLevelInForce)
+{
+    const std::string name = float32GemmKernel().name;
+    switch (GetParam()) {
+    case IsaLevel::Scalar: EXPECT_EQ(name, "scalar"); break;
+    case IsaLevel::Avx2:
+    case IsaLevel::AvxVnni: EXPECT_EQ(name, "avx2"); break;
+    case IsaLevel::Avx512: EXPECT_EQ(name, "avx512"); break;
+    }
+}

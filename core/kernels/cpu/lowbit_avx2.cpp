@@ -1014,3 +1014,82 @@ void float16GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Flo
 }
 
 } // namespace bitlens::kernels
+
+// --- float32 GEMV (lowbit.h) ---------------------------------------------------------------------
+
+namespace bitlens::kernels {
+
+namespace {
+
+/// y[r, n] for r < MR and n in [n0, n1): two 8-lane accumulators per row over 16 k at a time,
+/// the K tail (under 8) in scalar float.
+template <int MR>
+BITLENS_AVX2 void float32RowsAvx2(const float* x, std::int64_t ldx, const Float32Weight& w,
+                                  const float* bias, std::int64_t n0, std::int64_t n1, float* y)
+{
+    for (std::int64_t n = n0; n < n1; ++n) {
+        const float* wr = w.data + n * w.ldw;
+        __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+            acc0[r] = acc1[r] = _mm256_setzero_ps();
+        std::int64_t k = 0;
+        for (; k + 16 <= w.k; k += 16) {
+            // 2 KiB ahead of the weight stream, as the 16-bit row (same reason, float32 bytes).
+            _mm_prefetch(reinterpret_cast<const char*>(wr + k) + 2048, _MM_HINT_T0);
+            const __m256 w0 = _mm256_loadu_ps(wr + k);
+            const __m256 w1 = _mm256_loadu_ps(wr + k + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+                acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + k), acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * ldx + k + 8), acc1[r]);
+            }
+        }
+        if (k + 8 <= w.k) {
+            const __m256 w0 = _mm256_loadu_ps(wr + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + k), acc0[r]);
+            k += 8;
+        }
+        for (int r = 0; r < MR; ++r) {
+            float sum = reduceAdd(_mm256_add_ps(acc0[r], acc1[r]));
+            for (std::int64_t t = k; t < w.k; ++t)
+                sum += wr[t] * x[r * ldx + t];
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+    }
+}
+
+} // namespace
+
+void float32GemmAvx2(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                     const float* bias, float* y)
+{
+    if (!cpuFeatures().avx2)
+        throw std::runtime_error("float32GemmAvx2: this CPU lacks the ISA");
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float32GemmAvx2: rows shorter than K");
+    if (m == 0 || w.n == 0)
+        return;
+    using RowsFn = void (*)(const float*, std::int64_t, const Float32Weight&, const float*,
+                            std::int64_t, std::int64_t, float*);
+    constexpr std::array<RowsFn, kFloat16Rows> rowsFns = {
+        &float32RowsAvx2<1>, &float32RowsAvx2<2>, &float32RowsAvx2<3>, &float32RowsAvx2<4>};
+    // About 128 KiB of weights per task, so the later row groups read them from L2.
+    const std::int64_t block =
+        std::clamp<std::int64_t>((128 * 1024) / std::max<std::int64_t>(4 * w.k, 1), 8, 512);
+    const std::int64_t blocks = (w.n + block - 1) / block;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            const std::int64_t n0 = b * block, n1 = std::min(w.n, n0 + block);
+            for (std::int64_t m0 = 0; m0 < m; m0 += kFloat16Rows) {
+                const auto rows =
+                    static_cast<std::size_t>(std::min<std::int64_t>(kFloat16Rows, m - m0));
+                rowsFns[rows - 1](x + m0 * ldx, ldx, w, bias, n0, n1, y + m0 * w.n);
+            }
+        }
+    });
+}
+
+} // namespace bitlens::kernels

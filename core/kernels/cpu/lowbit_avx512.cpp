@@ -693,3 +693,94 @@ void float16GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx, const F
 }
 
 } // namespace bitlens::kernels
+
+// --- float32 GEMV (lowbit.h) ---------------------------------------------------------------------
+
+namespace bitlens::kernels {
+
+namespace {
+
+/// y[r, n] for r < MR and n in [n0, n1): two 16-lane accumulators per row over 32 k at a time;
+/// the K tail (under 16) through a masked load.
+template <int MR>
+BITLENS_AVX512F16 void float32RowsAvx512(const float* x, std::int64_t ldx, const Float32Weight& w,
+                                         const float* bias, std::int64_t n0, std::int64_t n1,
+                                         float* y)
+{
+    const std::int64_t tail = w.k % 16;
+    const __mmask16 tailMask = static_cast<__mmask16>((1u << tail) - 1u);
+    const std::int64_t kMain = w.k - tail;
+    for (std::int64_t n = n0; n < n1; ++n) {
+        const float* wr = w.data + n * w.ldw;
+        __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+            acc0[r] = acc1[r] = _mm512_setzero_ps();
+        std::int64_t k = 0;
+        for (; k + 32 <= kMain; k += 32) {
+            // 2 KiB ahead of the weight stream (the 16-bit row's 1 KiB in float32's bytes).
+            _mm_prefetch(reinterpret_cast<const char*>(wr + k) + 2048, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(wr + k) + 2048 + 64, _MM_HINT_T0);
+            const __m512 w0 = _mm512_loadu_ps(wr + k);
+            const __m512 w1 = _mm512_loadu_ps(wr + k + 16);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+                acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * ldx + k), acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * ldx + k + 16), acc1[r]);
+            }
+        }
+        if (k < kMain) {
+            const __m512 w0 = _mm512_loadu_ps(wr + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * ldx + k), acc0[r]);
+            k += 16;
+        }
+        if (tail) {
+            // Masked lanes load as zero from both operands, so they add nothing.
+            const __m512 wt = _mm512_maskz_loadu_ps(tailMask, wr + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+                acc1[r] = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(tailMask, x + r * ldx + k),
+                                          acc1[r]);
+        }
+        for (int r = 0; r < MR; ++r) {
+            const float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+    }
+}
+
+} // namespace
+
+void float32GemmAvx512(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                       const float* bias, float* y)
+{
+    if (!cpuFeatures().avx512)
+        throw std::runtime_error("float32GemmAvx512: this CPU lacks the ISA");
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float32GemmAvx512: rows shorter than K");
+    if (m == 0 || w.n == 0)
+        return;
+    using RowsFn = void (*)(const float*, std::int64_t, const Float32Weight&, const float*,
+                            std::int64_t, std::int64_t, float*);
+    constexpr std::array<RowsFn, kFloat16Rows512> rowsFns = {
+        &float32RowsAvx512<1>, &float32RowsAvx512<2>, &float32RowsAvx512<3>,
+        &float32RowsAvx512<4>};
+    // About 128 KiB of weights per task, so the later row groups read them from L2.
+    const std::int64_t block =
+        std::clamp<std::int64_t>((128 * 1024) / std::max<std::int64_t>(4 * w.k, 1), 8, 512);
+    const std::int64_t blocks = (w.n + block - 1) / block;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            const std::int64_t n0 = b * block, n1 = std::min(w.n, n0 + block);
+            for (std::int64_t m0 = 0; m0 < m; m0 += kFloat16Rows512) {
+                const auto rows =
+                    static_cast<std::size_t>(std::min<std::int64_t>(kFloat16Rows512, m - m0));
+                rowsFns[rows - 1](x + m0 * ldx, ldx, w, bias, n0, n1, y + m0 * w.n);
+            }
+        }
+    });
+}
+
+} // namespace bitlens::kernels

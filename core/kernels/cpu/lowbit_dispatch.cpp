@@ -141,3 +141,19 @@ void float16Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float16
 }
 
 } // namespace bitlens::kernels
+
+namespace bitlens::kernels {
+
+KernelRow float32GemmKernel() { return avx512OrAvx2Row(); }
+
+void float32Gemm(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                 const float* bias, float* y)
+{
+    switch (float32GemmKernel().level) {
+    case IsaLevel::Avx512: float32GemmAvx512(x, m, ldx, w, bias, y); return;
+    case IsaLevel::Avx2: float32GemmAvx2(x, m, ldx, w, bias, y); return;
+    default: float32GemmRef(x, m, ldx, w, bias, y); return;
+    }
+}
+
+} // namespace bitlens::kernels

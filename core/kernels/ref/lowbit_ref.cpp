@@ -401,4 +401,20 @@ void float16GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Floa
         }
 }
 
+void float32GemmRef(const float* x, std::int64_t m, std::int64_t ldx, const Float32Weight& w,
+                    const float* bias, float* y)
+{
+    if (ldx < w.k || w.ldw < w.k)
+        throw std::invalid_argument("float32GemmRef: rows shorter than K");
+    for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t n = 0; n < w.n; ++n) {
+            const float* wr = w.data + n * w.ldw;
+            const float* xr = x + r * ldx;
+            float sum = 0.0F;
+            for (std::int64_t k = 0; k < w.k; ++k)
+                sum += wr[k] * xr[k];
+            y[r * w.n + n] = bias ? sum + bias[n] : sum;
+        }
+}
+
 } // namespace bitlens::kernels
