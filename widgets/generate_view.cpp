@@ -4,7 +4,6 @@
 #include <QCoreApplication>
 #include <QDoubleSpinBox>
 #include <QEvent>
-#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -51,9 +50,13 @@ const std::vector<KldBand>& kldBands()
 QString visible(const QString& token)
 {
     QString out = token;
-    out.replace(QLatin1Char('\n'), QStringLiteral("⏎")).replace(QLatin1Char('\t'), QStringLiteral("→"));
+    out.replace(QLatin1Char('\n'), QStringLiteral("⏎"))
+        .replace(QLatin1Char('\t'), QStringLiteral("→"));
     return QStringLiteral("“%1”").arg(out);
 }
+
+/// The first divergence's text and underline.
+QColor divergenceColor() { return QColor(0x0b, 0x3e, 0xa8); }
 
 QString rate(double perS)
 {
@@ -123,11 +126,11 @@ void TokenColumn::restyle(int index)
         f.setForeground(Qt::black);  // readable on the tint under a dark theme too
     }
     if (index == m_divergence) {
-        const QColor red(0xc0, 0x10, 0x10);
-        f.setForeground(red);
+        // Blue: it stays apart from every tint (yellow to red) it may sit on.
+        f.setForeground(divergenceColor());
         f.setFontWeight(QFont::Bold);
         f.setUnderlineStyle(QTextCharFormat::WaveUnderline);
-        f.setUnderlineColor(red);
+        f.setUnderlineColor(divergenceColor());
     }
     QTextCursor c(document());
     c.setPosition(m_spans[static_cast<std::size_t>(index)].begin);
@@ -172,6 +175,21 @@ int TokenColumn::tokenAt(const QPoint& pos) const
         return -1;
     const auto& span = *std::prev(it);
     return p < span.end ? static_cast<int>(std::prev(it) - m_spans.begin()) : -1;
+}
+
+QPoint TokenColumn::tokenPoint(int index) const
+{
+    if (index < 0 || index >= count())
+        return {};
+    QTextCursor c(document());
+    const Span& span = m_spans[static_cast<std::size_t>(index)];
+    c.setPosition(span.begin);
+    const QRect left = cursorRect(c);
+    c.setPosition(span.begin + 1);
+    const QRect right = cursorRect(c);
+    // Halfway across the first character (on its line: a wrap puts `right` on the next one).
+    const int x = right.top() == left.top() ? (left.left() + right.left()) / 2 : left.left() + 2;
+    return {x, left.center().y()};
 }
 
 bool TokenColumn::viewportEvent(QEvent* event)
@@ -272,18 +290,18 @@ GenerateView::GenerateView(QWidget* parent)
 
     QString swatches;
     for (const KldBand& band : kldBands())
-        swatches += QStringLiteral(" <span style=\"background:%1; color:black\">&nbsp;%2&nbsp;</span>")
+        swatches += QStringLiteral(" <span style=\"background:%1; color:black; "
+                                   "white-space:nowrap\">&nbsp;%2&nbsp;</span>")
                         .arg(band.color.name(), band.label);
     m_legend->setObjectName(QStringLiteral("generateLegend"));
     m_legend->setWordWrap(true);
     m_legend->setText(
-        tr("Tint of a quantized token: KL(float ‖ quantized) at its position, in nats, the "
-           "quantized model scored on the float model's tokens: none below %1,%2. "
-           "<span style=\"color:#c01010\"><b>Red, underlined</b></span>: the first token "
-           "where the two differ, in both columns. Hover a token for its divergence and "
-           "the top-5 of both models.")
+        tr("Quantized token tint: KL(float ‖ quantized) at its position in nats, both models "
+           "reading the float tokens: none below %1,%2. <span style=\"color:%3\"><b>Blue, "
+           "underlined</b></span>: the first token where the two differ. Hover a token for its "
+           "divergence and both models' top-5.")
             .arg(kldBands().front().from)
-            .arg(swatches));
+            .arg(swatches, divergenceColor().name()));
     m_legend->setToolTip(
         tr("KL divergence 0 means the quantized model predicts the float model's distribution "
            "exactly; below 0.01 nats is noise; above 1 nat the two predict different things."));
@@ -662,9 +680,9 @@ QString GenerateView::toolTipOf(bool quantized, int index) const
                        .arg(visible(qs(t.token)).toHtmlEscaped())
                        .arg(t.id);
     if (index == m_quant->divergence())
-        html += tr("<br><span style=\"color:#d02020\">the first token where float32 and %1 "
+        html += tr("<br><span style=\"color:%1\">the first token where float32 and %2 "
                    "differ</span>")
-                    .arg(m_runScheme.toHtmlEscaped());
+                    .arg(divergenceColor().name(), m_runScheme.toHtmlEscaped());
     const auto score = static_cast<std::size_t>(index) < m_scores.size()
                            ? m_scores[static_cast<std::size_t>(index)]
                            : std::nullopt;
@@ -679,7 +697,7 @@ QString GenerateView::toolTipOf(bool quantized, int index) const
                 .arg(score->kld, 0, 'g', 3);
     html += tr("<br><i>both models read the prompt and float32's tokens before this one</i>");
     html += QStringLiteral("<table cellspacing=\"0\" cellpadding=\"2\"><tr><th></th><th "
-                           "colspan=\"2\" align=\"left\">%1</th><th colspan=\"2\" "
+                           "colspan=\"2\" align=\"left\">%1</th><th></th><th colspan=\"2\" "
                            "align=\"left\">%2</th></tr>")
                 .arg(tr("float32"), m_runScheme.toHtmlEscaped());
     const std::size_t rows = std::max(score->floatTop.size(), score->quantTop.size());
@@ -691,7 +709,7 @@ QString GenerateView::toolTipOf(bool quantized, int index) const
             .arg(top[r].probability * 100.0, 0, 'f', 1);
     };
     for (std::size_t r = 0; r < rows; ++r)
-        html += QStringLiteral("<tr><td>%1.</td>%2%3</tr>")
+        html += QStringLiteral("<tr><td>%1.</td>%2<td width=\"14\"></td>%3</tr>")
                     .arg(r + 1)
                     .arg(cells(score->floatTop, r), cells(score->quantTop, r));
     html += QStringLiteral("</table>");

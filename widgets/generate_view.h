@@ -4,10 +4,10 @@
 // token while the job runs. Each quantized token is tinted by the KL divergence of the quantized
 // model from the float model at that position (scored on the float model's tokens), a hover
 // shows the token, its divergence and the top-5 of both models there; the first position where
-// the two continuations differ is underlined in both; each column says its prefill and decode
-// tokens per second, live. The work is core's workspace::generateCompare, run by MainWindow on
-// its quantization channel; the observer from begin() posts each event to this view with a
-// queued call, so the GUI thread never waits for the model. This view computes nothing.
+// the two continuations differ is blue and underlined in both; each column says its prefill and
+// decode tokens per second, live. The work is core's workspace::generateCompare, run by
+// MainWindow on its quantization channel; the observer from begin() posts each event to this
+// view with a queued call, so the GUI thread never waits for the model. It computes nothing.
 
 #include "workspace/generate_run.h"
 
@@ -50,11 +50,13 @@ public:
     /// Background tint of token `index` (invisible: no tint).
     void setTint(int index, const QColor& color);
     QColor tint(int index) const;
-    /// Marks token `index` as the first divergence (red, bold, wavy underline); -1 unmarks.
+    /// Marks token `index` as the first divergence (blue, bold, wavy underline); -1 unmarks.
     void markDivergence(int index);
     int divergence() const { return m_divergence; }
     /// The token under viewport point `pos`, or -1.
     int tokenAt(const QPoint& pos) const;
+    /// A viewport point over the first character of token `index` (where a hover finds it).
+    QPoint tokenPoint(int index) const;
     /// Supplies the tooltip of a token (index -> text).
     void setToolTipSource(std::function<QString(int)> source) { m_toolTip = std::move(source); }
 

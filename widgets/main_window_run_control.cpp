@@ -339,8 +339,8 @@ bool MainWindow::runGenerate()
             m_reportView->setRunning(QString());
             updateQuantState();
             if (!result) {
-                m_generateView->stop(tr("Generation stopped: %1")
-                                         .arg(QString::fromStdString(result.error().userMessage())));
+                const QString why = QString::fromStdString(result.error().userMessage());
+                m_generateView->stop(tr("Generation stopped: %1").arg(why));
                 onQuantFailed(result.error(), tr("Generating with “%1”").arg(scheme));
                 return;
             }

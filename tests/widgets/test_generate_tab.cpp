@@ -16,8 +16,11 @@
 
 #include <QCheckBox>
 #include <QDoubleSpinBox>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QHelpEvent>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
@@ -25,6 +28,7 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <QToolTip>
 #include <QtTest>
 
 #include <algorithm>
@@ -58,7 +62,8 @@ public:
         QObject::connect(&m_timer, &QTimer::timeout, context, [this] {
             const qint64 now = m_clock.elapsed();
             const qint64 delay = runQueueDelayMs();
-            largestGap = std::max(largestGap, (now - m_last) - std::max<qint64>(0, delay - m_delay));
+            const qint64 waited = std::max<qint64>(0, delay - m_delay);
+            largestGap = std::max(largestGap, (now - m_last) - waited);
             m_last = now;
             m_delay = delay;
             ++ticks;
@@ -211,7 +216,11 @@ void TestGenerateTab::matchesCli()
     view->seedBox()->setValue(seed);
 
     // While it runs: the columns grow between ticks of the GUI thread's timer (streaming, not
-    // one delivery at the end), and no tick waits 100 ms.
+    // one delivery at the end), and no tick waits 100 ms. The tab is on screen and painted
+    // first, as it is for a person pressing Generate.
+    QVERIFY(window->showResultTab(QStringLiteral("Generate")));
+    view->setPrompt(prompt);
+    QTest::qWait(100);
     QSignalSpy shown(window.get(), &MainWindow::generateShown);
     QSignalSpy stopped(window.get(), &MainWindow::quantizationStopped);
     LoopProbe probe(this);
@@ -221,7 +230,6 @@ void TestGenerateTab::matchesCli()
         if (n > 0 && n < floatTokens.size())
             ++partialTicks;
     };
-    view->setPrompt(prompt);
     QVERIFY(view->generateButton()->isEnabled());
     QTest::mouseClick(view->generateButton(), Qt::LeftButton);
     QVERIFY(view->isGenerating());
@@ -253,7 +261,10 @@ void TestGenerateTab::matchesCli()
         const auto got = view->kldAt(i);
         QVERIFY(got.has_value());
         QVERIFY2(std::abs(*got - want) <= 1e-6 + 1e-4 * want,
-                 qPrintable(QStringLiteral("token %1: KLD %2 vs the CLI's %3").arg(i).arg(*got).arg(want)));
+                 qPrintable(QStringLiteral("token %1: KLD %2 vs the CLI's %3")
+                                .arg(i)
+                                .arg(*got)
+                                .arg(want)));
         QCOMPARE(view->quantizedTint(i), GenerateView::tintOfKld(want));
     }
     // The hover: the token, its divergence and both models' top-5 (the float model's most
@@ -266,10 +277,31 @@ void TestGenerateTab::matchesCli()
                              .toHtmlEscaped()));
     if (temperature == 0)
         QCOMPARE(top0["float"][0]["id"], expected["float"]["ids"][0]);
+    // The mouse over a token shows that token's tooltip (the character under it mapped to its
+    // token), for the first, a middle and the last token of each column.
+    for (const bool quantized : {false, true}) {
+        widgets::TokenColumn* column = view->column(quantized);
+        for (const int i : {0, column->count() / 2, column->count() - 1}) {
+            const QPoint at = column->tokenPoint(i);
+            QCOMPARE(column->tokenAt(at), i);
+            QHelpEvent hover(QEvent::ToolTip, at, column->viewport()->mapToGlobal(at));
+            QCoreApplication::sendEvent(column->viewport(), &hover);
+            QTRY_COMPARE(QToolTip::text(), view->tokenToolTip(quantized, i));
+        }
+    }
+    if (const QString dir = qEnvironmentVariable("BITLENS_CHART_SCREENSHOTS"); !dir.isEmpty()) {
+        QLabel shot(view->tokenToolTip(true, 1));
+        shot.setTextFormat(Qt::RichText);
+        shot.setContentsMargins(6, 6, 6, 6);
+        shot.adjustSize();
+        QDir().mkpath(dir);
+        QVERIFY(shot.grab().save(dir + QStringLiteral("/generate-tooltip.png")));
+    }
     // Final figures in the speed lines and the divergence in the status line.
     QVERIFY(view->speedText(false).contains(QStringLiteral("decode")));
     QVERIFY(view->speedText(true).contains(QStringLiteral("decode")));
-    QVERIFY2(view->statusText().startsWith(QStringLiteral("Done:")), qPrintable(view->statusText()));
+    QVERIFY2(view->statusText().startsWith(QStringLiteral("Done:")),
+             qPrintable(view->statusText()));
     QVERIFY(!view->isGenerating());
     QVERIFY(view->generateButton()->isEnabled());
 }
@@ -322,6 +354,8 @@ void TestGenerateTab::smollm2FirstTokenAndResponsiveness()
     window->quantPanel()->setSchemeText(QStringLiteral("w4-int4"));
     view->maxTokensBox()->setValue(16);
     view->setPrompt(QStringLiteral("Once upon a time, in a small village by the sea, there lived"));
+    QVERIFY(window->showResultTab(QStringLiteral("Generate")));
+    QTest::qWait(100);
     QSignalSpy shown(window.get(), &MainWindow::generateShown);
     LoopProbe probe(this);
     QTest::mouseClick(view->generateButton(), Qt::LeftButton);
