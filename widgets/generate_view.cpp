@@ -238,7 +238,7 @@ GenerateView::GenerateView(QWidget* parent)
     m_temperature->setSingleStep(0.05);
     m_temperature->setValue(0.8);
     m_seed->setObjectName(QStringLiteral("generateSeed"));
-    m_seed->setRange(0, 1'000'000'000);
+    m_seed->setRange(0, 999'999);
     m_generateButton->setObjectName(QStringLiteral("generateButton"));
     m_generateButton->setDefault(true);
     m_cancelButton->setObjectName(QStringLiteral("generateCancel"));
@@ -260,8 +260,7 @@ GenerateView::GenerateView(QWidget* parent)
     controls->addWidget(m_temperature);
     controls->addWidget(new QLabel(tr("Seed")));
     controls->addWidget(m_seed);
-    controls->addSpacing(12);
-    controls->addWidget(m_schemeLine, 1);
+    controls->addStretch(1);
     controls->addWidget(m_generateButton);
     controls->addWidget(m_cancelButton);
 
@@ -309,6 +308,8 @@ GenerateView::GenerateView(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(m_prompt);
     layout->addLayout(controls);
+    // On a line of its own: beside the controls it would widen the window past 1280 px.
+    layout->addWidget(m_schemeLine);
     layout->addWidget(m_status);
     layout->addWidget(columns, 1);
     layout->addWidget(m_legend);
