@@ -6,6 +6,7 @@
 
 #include "export_control.h"
 #include "export_view.h"
+#include "generate_view.h"
 #include "hardware_panel.h"
 #include "plan_view.h"
 #include "job_progress_widget.h"
@@ -70,6 +71,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_reportView->tabs()->addTab(m_training, tr("Training"));
     m_exportView = new ExportView;
     m_reportView->tabs()->addTab(m_exportView, tr("Export"));
+    m_generateView = new GenerateView;
+    m_reportView->tabs()->addTab(m_generateView, tr("Generate"));
+    connect(m_generateView, &GenerateView::generateRequested, this, &MainWindow::runGenerate);
+    connect(m_generateView, &GenerateView::cancelRequested, this,
+            &MainWindow::cancelQuantization);
     m_export = new ExportController(*this, m_quantJobs);
     connect(m_exportView, &ExportView::exportRequested, m_export, &ExportController::chooseExport);
     connect(m_exportView, &ExportView::verifyRequested, m_export, &ExportController::chooseVerify);
@@ -200,6 +206,8 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_quantJobs, &JobRunner::finished, this, &MainWindow::updateQuantState);
     connect(m_quantJobs, &JobRunner::cancelled, this, [this](quint64 id) {
         const bool exporting = m_export->ownsExport(id);
+        if (id == m_generateJob)
+            m_generateView->stop(tr("Cancelled; the tokens so far stay on screen."));
         m_reportView->setRunning(QString());
         keepResultsOfBefore();
         if (m_reportView->isComparing())

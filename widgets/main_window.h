@@ -2,15 +2,16 @@
 // BitLens' main window: the layer table of the open model with per-layer results, the scheme
 // panel, side panels (model, selected layer, data), result tabs under a one-line summary (with
 // the run history of the open model and two runs side by side), a
-// status bar (job progress with Cancel, model size, compute device) and the File menu.
+// status bar (job progress with Cancel, model size, compute device) and the File menu. The
+// Generate tab continues a prompt with the float and the quantized language model.
 // Opening a model or data and quantizing run as cancellable jobs; the window only shows their
 // results (for a run: exactly what report.json holds), and a job that fails or is cancelled
 // never replaces what is on screen.
 //
 // The window's code, by concern: main_window.cpp (construction, layout, status bar, layer
 // selection, error display), main_window_menus.cpp (menus, actions, the layer context menu and
-// overrides, file dialogs), main_window_run_control.cpp (starting and cancelling runs, comparisons
-// and sensitivity; delivering results to the views), export_control.{h,cpp} (ExportController:
+// overrides, file dialogs), main_window_run_control.cpp (starting and cancelling runs, comparisons,
+// sensitivity and generation; delivering results to the views), export_control.{h,cpp} (ExportController:
 // the export / verify flow and its staging files), main_window_files.cpp (opening models, data,
 // reports and projects, saving them, recent files, settings, drag-and-drop).
 
@@ -41,6 +42,7 @@ namespace bitlens::widgets {
 class DataSummaryPanel;
 class ExportController;
 class ExportView;
+class GenerateView;
 class HardwarePanel;
 class PlanView;
 class TeachingView;
@@ -127,6 +129,16 @@ public:
     bool verifyExportedFile(const QString& path);
     /// The Export tab.
     ExportView* exportView() const { return m_exportView; }
+    /// Continues the Generate tab's prompt with the float model and with the scheme panel's
+    /// scheme (layer overrides and the data on screen included) as a job on quantJobs(), the
+    /// tokens streaming into the tab (asking first while a job runs). False, with errorShown
+    /// and nothing started, when there is no model, it cannot generate, the prompt is empty or
+    /// the scheme does not parse.
+    bool runGenerate();
+    /// Sets the Generate tab's prompt to `prompt` and runs it (runGenerate()).
+    bool generate(const QString& prompt);
+    /// The Generate tab.
+    GenerateView* generateView() const { return m_generateView; }
 
     /// Selects `layer` in the table and every result view.
     void selectLayer(const QString& layer);
@@ -205,6 +217,9 @@ Q_SIGNALS:
     void quantizationStopped();
     /// A project's model opened and its scheme, overrides and history are on screen.
     void projectLoaded();
+    /// A generation ended and its result is in the Generate tab (a failed or cancelled one
+    /// emits quantizationStopped() instead).
+    void generateShown();
     /// An export or verification result is in the Export tab (a failed or cancelled export
     /// job emits quantizationStopped() instead).
     void exportShown();
@@ -290,6 +305,8 @@ private:
     QAction* m_verifyAction = nullptr;
     ExportController* m_export = nullptr;  ///< the export / verify flow (a child)
     TrainingView* m_training = nullptr;  ///< "Training" tab: live QAT loss and metric curves
+    GenerateView* m_generateView = nullptr;  ///< "Generate" tab: float vs quantized text
+    quint64 m_generateJob = 0;  ///< the quantization channel's job id of the last generation
     QSplitter* m_mainSplitter = nullptr;
     QSplitter* m_leftSplitter = nullptr;
 

@@ -4,6 +4,7 @@
 #include "main_window.h"
 
 #include "export_view.h"
+#include "generate_view.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
 #include "main_window_messages.h"
@@ -120,6 +121,12 @@ void MainWindow::onModelOpened(const QString& request, Result<OpenedModel> resul
     // Before any run, the Compare tab names this model's metric (perplexity, not top-1).
     m_reportView->setModelMetric(QString::fromStdString(summary.metric));
     m_exportView->clear();
+    {
+        auto generates = workspace::checkGenerate(*m_session);
+        m_generateView->setModel(QString::fromStdString(m_model->displayName),
+                                 generates ? QString()
+                                           : QString::fromStdString(generates.error().message));
+    }
     showMetricColumns(false);
     updateQuantState();
 

@@ -7,6 +7,7 @@
 
 #include "export_control.h"
 #include "export_view.h"
+#include "generate_view.h"
 #include "job_progress_widget.h"
 #include "job_runner.h"
 #include "layer_table_model.h"
@@ -294,6 +295,64 @@ void MainWindow::startSensitivity(const QuantRequest& request)
     updateQuantState();
 }
 
+bool MainWindow::generate(const QString& prompt)
+{
+    m_generateView->setPrompt(prompt);
+    return runGenerate();
+}
+
+bool MainWindow::runGenerate()
+{
+    if (!m_session) {
+        showError(tr("Open a language model first (File > Open Model)."));
+        return false;
+    }
+    if (auto ok = workspace::checkGenerate(*m_session); !ok) {
+        showError(tr("Generate failed: %1").arg(reasonText(ok.error())));
+        return false;
+    }
+    workspace::GenerateRequest generate = m_generateView->request();
+    if (QString::fromStdString(generate.prompt).trimmed().isEmpty()) {
+        showError(tr("Type a prompt in the Generate tab first."));
+        return false;
+    }
+    if (!askToReplaceRun(tr("generation with %1").arg(m_quantPanel->schemeText())))
+        return false;
+    QuantRequest request;
+    if (!prepareRun(request))
+        return false;
+    generate.run = request;
+    const QString scheme = QString::fromStdString(request.scheme);
+    const QString label =
+        request.overrides.empty()
+            ? scheme
+            : tr("%1 (+%n override(s))", nullptr, static_cast<int>(request.overrides.size()))
+                  .arg(scheme);
+    const workspace::GenerateObserver observer = m_generateView->begin(label);
+    showResultTab(QStringLiteral("Generate"));
+    m_generateJob = m_quantJobs->start(
+        tr("Generating with %1").arg(scheme),
+        [session = m_session, generate, observer](Progress& progress, const CancelToken& cancel) {
+            return workspace::generateCompare(*session, generate, progress, cancel, observer);
+        },
+        [this, scheme](Result<workspace::GenerateComparison> result) {
+            m_reportView->setRunning(QString());
+            updateQuantState();
+            if (!result) {
+                const QString why = QString::fromStdString(result.error().userMessage());
+                m_generateView->stop(tr("Generation stopped: %1").arg(why));
+                onQuantFailed(result.error(), tr("Generating with “%1”").arg(scheme));
+                return;
+            }
+            m_generateView->finish(result.value());
+            statusBar()->showMessage(m_generateView->statusText(), 10000);
+            Q_EMIT generateShown();
+        });
+    m_reportView->setRunning(tr("generation with %1").arg(label));
+    updateQuantState();
+    return true;
+}
+
 void MainWindow::cancelQuantization()
 {
     // During QAT, Cancel first ends training and keeps (and then shows) the best checkpoint;
@@ -336,6 +395,7 @@ void MainWindow::onQuantFailed(const Error& error, const QString& what)
 
 void MainWindow::updateMemoryForecast()
 {
+    m_generateView->setScheme(m_quantPanel->schemeText(), static_cast<int>(m_overrides.size()));
     if (!m_session) {
         m_quantPanel->setMemoryForecast(QString(), true);
         return;

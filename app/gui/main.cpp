@@ -1,8 +1,11 @@
 // bitlens: the desktop app. `bitlens [MODEL] [--data DATA] [--scheme SCHEME]...
-// [--compare | --sensitivity] [--report FILE] [--tab NAME] [--screenshot FILE.png]`; MODEL is a
-// model file or a demo zoo name (default fashion-cnn). --scheme runs SCHEME once the model (and
-// data) are open (given twice or more: one after the other, each into the history); --compare
-// then runs every preset, --sensitivity the sensitivity sweep of the scheme; --tab shows that
+// [--compare | --sensitivity | --generate PROMPT] [--report FILE] [--tab NAME]
+// [--screenshot FILE.png]`; MODEL is a model file or a demo zoo name (default fashion-cnn).
+// --scheme runs SCHEME once the model (and data) are open (given twice or more: one after the
+// other, each into the history); --compare then runs every preset, --sensitivity the
+// sensitivity sweep of the scheme, --generate continues PROMPT in the Generate tab with the
+// float model and the scheme (the last run's quantized model, reused; without --scheme the
+// scheme panel's, nothing run before; "bitlens: first token on screen after X s"); --tab shows that
 // result tab ("Side by side" shows the last two runs). Each job's wall time goes to stderr
 // ("bitlens: static-int8 ran in 3.2 s"). With --screenshot the window is saved to FILE once every
 // job has ended, and the app quits (exit code 3 when something could not be opened or run; the
@@ -15,6 +18,7 @@
 #include "main_window.h"
 #include "exec/omp_env.h"
 #include "io/file_util.h"
+#include "generate_view.h"
 #include "report_view.h"
 
 #include <QApplication>
@@ -92,7 +96,7 @@ int main(int argc, char** argv)
         QStringLiteral("tab"),
         QStringLiteral("Show the result tab NAME (Layers, \"Layer map\", Memory, Throughput, "
                        "Compare, Sensitivity, History, \"Side by side\", Teach, Hardware, Plan, "
-                       "Training, Export)."),
+                       "Training, Export, Generate)."),
         QStringLiteral("NAME"));
     parser.addOption(tabOption);
     const QCommandLineOption compareOption(
@@ -105,6 +109,13 @@ int main(int argc, char** argv)
         QStringLiteral("Once the model is open (and the --scheme runs ended), run the "
                        "sensitivity sweep of the scheme (unless --compare is given)."));
     parser.addOption(sensitivityOption);
+    const QCommandLineOption generateOption(
+        QStringLiteral("generate"),
+        QStringLiteral("Once the model is open (and the --scheme runs ended), continue PROMPT "
+                       "with the float and the quantized model in the Generate tab (unless "
+                       "--compare or --sensitivity is given)."),
+        QStringLiteral("PROMPT"));
+    parser.addOption(generateOption);
     const QCommandLineOption reportOption(
         QStringLiteral("report"),
         QStringLiteral("Open a saved report.json, compare or sensitivity file."),
@@ -204,11 +215,14 @@ int main(int argc, char** argv)
     }
     const bool compare = parser.isSet(compareOption);
     const bool sensitivity = parser.isSet(sensitivityOption);
+    const bool generate = parser.isSet(generateOption);
+    const QString prompt = parser.value(generateOption);
     // True until the last requested job has been started (and so keeps the window busy): the
     // screenshot must not be taken in the idle moment between the model's open and the data's,
     // or between the data and the first run (it was, on a fast machine: no run on the picture).
-    auto jobsPending = std::make_shared<bool>(!schemes.isEmpty() || compare || sensitivity);
-    if (!schemes.isEmpty() || compare || sensitivity) {
+    auto jobsPending =
+        std::make_shared<bool>(!schemes.isEmpty() || compare || sensitivity || generate);
+    if (!schemes.isEmpty() || compare || sensitivity || generate) {
         // Run once the model is open and, when --data was given, the data too; each report
         // starts the next scheme, the last one the comparison (--compare). Connected before the
         // screenshot handlers, so the next job has started (window busy) when they look.
@@ -216,7 +230,8 @@ int main(int argc, char** argv)
         auto next = std::make_shared<int>(0);
         auto clock = std::make_shared<QElapsedTimer>();
         const QString tab = parser.value(tabOption);
-        const auto finish = [&window, compare, sensitivity, clock, tab, exportFile, jobsPending] {
+        const auto finish = [&window, compare, sensitivity, generate, prompt, clock, tab,
+                             exportFile, jobsPending] {
             *jobsPending = false;
             if (!exportFile.isEmpty()) {
                 const QString suffix = QFileInfo(exportFile).suffix().toLower();
@@ -230,6 +245,11 @@ int main(int argc, char** argv)
                     window.runComparison();
                 else
                     window.runSensitivitySweep();  // as asked: no cost dialog
+                return;
+            }
+            if (generate) {
+                clock->start();
+                window.generate(prompt);  // a refusal is errorShown: the screenshot follows
                 return;
             }
             const int runs = window.reportView()->historyModel()->rowCount();
@@ -273,6 +293,14 @@ int main(int argc, char** argv)
                          [reportTime] { reportTime("sensitivity"); });
         QObject::connect(&window, &bitlens::widgets::MainWindow::exportShown, &window,
                          [reportTime] { reportTime("export and verify"); });
+        QObject::connect(&window, &bitlens::widgets::MainWindow::generateShown, &window,
+                         [&window, reportTime] {
+                             std::fprintf(stderr, "bitlens: first token on screen after %.2f s\n",
+                                          static_cast<double>(
+                                              window.generateView()->firstTokenMs()) /
+                                              1000.0);
+                             reportTime("generate");
+                         });
         QObject::connect(&window, &bitlens::widgets::MainWindow::modelLoaded, &window,
                          runWhenReady);
         QObject::connect(&window, &bitlens::widgets::MainWindow::dataLoaded, &window,
@@ -348,6 +376,8 @@ int main(int argc, char** argv)
         QObject::connect(&window, &bitlens::widgets::MainWindow::sensitivityShown, &window,
                          saveWhenIdle);
         QObject::connect(&window, &bitlens::widgets::MainWindow::exportShown, &window,
+                         saveWhenIdle);
+        QObject::connect(&window, &bitlens::widgets::MainWindow::generateShown, &window,
                          saveWhenIdle);
         QObject::connect(&window, &bitlens::widgets::MainWindow::quantizationStopped, &window,
                          saveWhenIdle);

@@ -10,8 +10,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 namespace bitlens::workspace {
 
@@ -74,6 +77,44 @@ Continuation continuation(const std::string& label, const model::Generation& g,
     return c;
 }
 
+/// The `k` most likely tokens of a logit row, most likely first (a tie: the lower id), with
+/// their softmax probabilities.
+std::vector<TokenProbability> mostLikely(std::span<const float> logits, int k,
+                                         const text::Tokenizer& tokenizer)
+{
+    std::vector<TokenProbability> out;
+    if (k <= 0 || logits.empty())
+        return out;
+    const float top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (const float l : logits)
+        sum += std::exp(static_cast<double>(l) - top);
+    std::vector<std::int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    const auto n = std::min<std::size_t>(static_cast<std::size_t>(k), ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                      [&](std::int32_t x, std::int32_t y) {
+                          const float lx = logits[static_cast<std::size_t>(x)];
+                          const float ly = logits[static_cast<std::size_t>(y)];
+                          return lx > ly || (lx == ly && x < y);
+                      });
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int32_t id = ids[i];
+        out.push_back({id, tokenizer.decode(std::span(&id, 1), false),
+                       std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - top) /
+                           sum});
+    }
+    return out;
+}
+
+nlohmann::json topJson(const std::vector<TokenProbability>& top)
+{
+    nlohmann::json j = nlohmann::json::array();
+    for (const TokenProbability& t : top)
+        j.push_back({{"id", t.id}, {"token", t.token}, {"p", t.probability}});
+    return j;
+}
+
 nlohmann::json continuationJson(const Continuation& c, bool withKernels)
 {
     nlohmann::json j = {{"label", c.label},
@@ -113,9 +154,7 @@ Result<std::vector<std::int32_t>> stopTokenIds(const Model& model)
     return std::vector<std::int32_t>();
 }
 
-Result<GenerateComparison> generateCompare(
-    Workspace& ws, const GenerateRequest& request, Progress& progress, const CancelToken& cancel,
-    const std::function<void(bool quantized, std::int32_t id)>& onToken)
+Result<void> checkGenerate(const Workspace& ws)
 {
     const Model& m = *ws.model();
     if (auto ok = model::checkDecodable(m.graph(), m.path()); !ok)
@@ -124,6 +163,19 @@ Result<GenerateComparison> generateCompare(
         return Error::unsupported(m.path(), "generation needs the model's tokenizer "
                                             "(tokenizer.json beside the weights, or a GGUF "
                                             "vocabulary)");
+    return {};
+}
+
+Result<GenerateComparison> generateCompare(Workspace& ws, const GenerateRequest& request,
+                                           Progress& progress, const CancelToken& cancel,
+                                           const GenerateObserver& observer)
+{
+    if (auto ok = checkGenerate(ws); !ok)
+        return ok.error();
+    // A scheme that does not parse fails now, not after the float continuation.
+    if (auto ok = checkRun(request.run); !ok)
+        return ok.error();
+    const Model& m = *ws.model();
     const text::Tokenizer& tokenizer = *m.tokenizer();
     GenerateComparison out;
     out.modelPath = m.path();
@@ -140,48 +192,84 @@ Result<GenerateComparison> generateCompare(
     out.stopIds = *stops;
     out.options.stopIds = out.stopIds;
     out.options.keepLogits = true;
+    const auto maxTokens = static_cast<double>(std::max<std::int64_t>(1, out.options.maxTokens));
 
-    progress.report(0.0, "preparing " + request.run.scheme);
-    auto q = prepared(ws, request.run, progress, cancel);
+    // One model's generation, each token timed from the start of its prompt pass and handed
+    // to the observer as it is picked; progress moves over [begin, end] with the tokens.
+    const auto generateWith = [&](model::Decoder& decoder, const model::GenerateOptions& options,
+                                  bool quantized, double begin, double end,
+                                  const std::string& stage) {
+        const auto started = std::chrono::steady_clock::now();
+        std::int64_t index = 0;
+        return model::generate(
+            decoder, out.promptIds, options,
+            [&](std::int32_t id) {
+                if (observer.onToken) {
+                    GeneratedToken t;
+                    t.quantized = quantized;
+                    t.index = index;
+                    t.id = id;
+                    t.token = tokenizer.decode(std::span(&id, 1), false);
+                    t.promptTokens = static_cast<std::int64_t>(out.promptIds.size());
+                    t.elapsedSeconds = std::chrono::duration<double>(
+                                           std::chrono::steady_clock::now() - started)
+                                           .count();
+                    observer.onToken(t);
+                }
+                ++index;
+                progress.report(begin + (end - begin) * static_cast<double>(index) / maxTokens,
+                                stage);
+            },
+            cancel);
+    };
+
+    // The float continuation first: it needs no preparation, so its tokens stream while the
+    // quantized model is still to be made.
+    std::optional<model::Generation> fg;
+    auto floatDone = detail::guarded(ws, [&]() -> Result<void> {
+        out.threads = at::get_num_threads();
+        out.cpu = kernels::cpuModelName();
+        out.isa = kernels::isaName(kernels::isaLevel());
+        progress.report(0.0, "generating with float32");
+        auto floatDecoder = model::Decoder::create(m.graph(), {}, m.path());
+        if (!floatDecoder)
+            return floatDecoder.error();
+        auto g = generateWith(**floatDecoder, out.options, false, 0.0, 0.3,
+                              "generating with float32");
+        if (!g)
+            return g.error();
+        fg = std::move(g).value();
+        out.floatRun = continuation("float32", *fg, tokenizer);
+        return {};
+    });
+    if (!floatDone)
+        return floatDone.error();
+    if (observer.onContinuation)
+        observer.onContinuation(out.floatRun, false);
+
+    Progress prepareProgress = detail::subProgress(progress, 0.3, 0.5);
+    prepareProgress.report(0.0, "preparing " + request.run.scheme);
+    auto q = prepared(ws, request.run, prepareProgress, cancel);
     if (!q)
         return q.error();
     const std::shared_ptr<const quant::QuantizedModel> qm = std::move(q).value();
 
     return detail::guarded(ws, [&]() -> Result<GenerateComparison> {
-        out.threads = at::get_num_threads();
-        out.cpu = kernels::cpuModelName();
-        out.isa = kernels::isaName(kernels::isaLevel());
-        progress.report(0.3, "generating with float32");
-        auto floatDecoder = model::Decoder::create(m.graph(), {}, m.path());
-        if (!floatDecoder)
-            return floatDecoder.error();
-        auto fg = model::generate(**floatDecoder, out.promptIds, out.options,
-                                  [&](std::int32_t id) {
-                                      if (onToken)
-                                          onToken(false, id);
-                                  },
-                                  cancel);
-        if (!fg)
-            return fg.error();
-        out.floatRun = continuation("float32", *fg, tokenizer);
-
-        progress.report(0.6, "generating with " + request.run.scheme);
+        const std::string stage = "generating with " + request.run.scheme;
+        progress.report(0.5, stage);
         auto hook = quant::makeRealKernelHook(*qm, c10::Device(c10::kCPU));
         auto quantDecoder = model::Decoder::create(qm->graph, {hook}, m.path());
         if (!quantDecoder)
             return quantDecoder.error();
         model::GenerateOptions quantOptions = out.options;
         quantOptions.keepLogits = false;
-        auto qg = model::generate(**quantDecoder, out.promptIds, quantOptions,
-                                  [&](std::int32_t id) {
-                                      if (onToken)
-                                          onToken(true, id);
-                                  },
-                                  cancel);
+        auto qg = generateWith(**quantDecoder, quantOptions, true, 0.5, 0.8, stage);
         if (!qg)
             return qg.error();
         out.quantRun = continuation(request.run.scheme, *qg, tokenizer);
         out.quantRun.kernels = hook->kernelsRun();
+        if (observer.onContinuation)
+            observer.onContinuation(out.quantRun, true);
 
         const auto& a = out.floatRun.ids;
         const auto& b = out.quantRun.ids;
@@ -195,7 +283,8 @@ Result<GenerateComparison> generateCompare(
         // float token at a time): the distribution each float token was picked from. One
         // token at a time, not one window, so a dynamic per-tensor activation range sees the
         // rows it sees while generating.
-        progress.report(0.9, "scoring " + request.run.scheme + " on the float tokens");
+        const std::string scoring = "scoring " + request.run.scheme + " on the float tokens";
+        progress.report(0.8, scoring);
         (*quantDecoder)->reset();
         auto scored = (*quantDecoder)->append(out.promptIds);
         for (std::size_t i = 0; i < a.size(); ++i) {
@@ -203,7 +292,19 @@ Result<GenerateComparison> generateCompare(
                 return scored.error();
             if (cancel.cancelled())
                 return Error::cancelled();
-            out.kld.push_back(model::klDivergence(fg->logits[i], *scored));
+            ScoredToken s;
+            s.index = static_cast<std::int64_t>(i);
+            s.kld = model::klDivergence(fg->logits[i], *scored);
+            s.floatTop = mostLikely(fg->logits[i], request.topTokens, tokenizer);
+            s.quantTop = mostLikely(*scored, request.topTokens, tokenizer);
+            out.kld.push_back(s.kld);
+            out.floatTop.push_back(s.floatTop);
+            out.quantTop.push_back(s.quantTop);
+            if (observer.onScored)
+                observer.onScored(s);
+            progress.report(0.8 + 0.2 * static_cast<double>(i + 1) /
+                                      static_cast<double>(a.size()),
+                            scoring);
             if (i + 1 < a.size())
                 scored = (*quantDecoder)->append(std::span(&a[i], 1));
         }
@@ -217,6 +318,16 @@ Result<GenerateComparison> generateCompare(
         progress.report(1.0, "done");
         return out;
     });
+}
+
+Result<GenerateComparison> generateCompare(
+    Workspace& ws, const GenerateRequest& request, Progress& progress, const CancelToken& cancel,
+    const std::function<void(bool quantized, std::int32_t id)>& onToken)
+{
+    GenerateObserver observer;
+    if (onToken)
+        observer.onToken = [&onToken](const GeneratedToken& t) { onToken(t.quantized, t.id); };
+    return generateCompare(ws, request, progress, cancel, observer);
 }
 
 nlohmann::json generateToJson(const GenerateComparison& c)
@@ -240,6 +351,10 @@ nlohmann::json generateToJson(const GenerateComparison& c)
                         {"kld", c.kld},
                         {"mean_kld", c.meanKld},
                         {"max_kld", c.maxKld}};
+    nlohmann::json top = nlohmann::json::array();
+    for (std::size_t i = 0; i < c.floatTop.size() && i < c.quantTop.size(); ++i)
+        top.push_back({{"float", topJson(c.floatTop[i])}, {"quantized", topJson(c.quantTop[i])}});
+    j["top"] = std::move(top);
     j["first_divergence"] =
         c.firstDivergence ? nlohmann::json(*c.firstDivergence) : nlohmann::json(nullptr);
     return j;

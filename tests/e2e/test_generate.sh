@@ -95,7 +95,7 @@ PY
 
 keys="
 for k in ['model','scheme','prompt','prompt_ids','stop_ids','max_tokens','sampling','threads',
-          'cpu','isa','float','quantized','first_divergence','kld','mean_kld','max_kld']:
+          'cpu','isa','float','quantized','first_divergence','kld','mean_kld','max_kld','top']:
     assert k in d, k
 for side in ['float', 'quantized']:
     for k in ['label','ids','tokens','text','stop_reason','prompt_tokens','prefill_seconds',
@@ -126,7 +126,15 @@ assert d['stop_ids'] == [0], d['stop_ids']  # kjv-llama's config.json eos_token_
 # The quantized side ran BitLens's own 4-bit kernels (or LibTorch's) on the decode path.
 k = d['quantized']['kernels']
 assert any('int4' in v and not v.startswith('simulated') for v in k.values()), k
-assert d['float']['text'].strip(), d['float']"
+assert d['float']['text'].strip(), d['float']
+# The most likely tokens of both models per float token (the Generate tab's hover): five each,
+# most likely first, probabilities in (0, 1]; greedy: the float model's first is its token.
+assert len(d['top']) == len(d['kld']), len(d['top'])
+for i, t in enumerate(d['top']):
+    for side in ('float', 'quantized'):
+        p = [e['p'] for e in t[side]]
+        assert len(p) == 5 and all(0 < x <= 1 for x in p) and p == sorted(p, reverse=True), t
+    assert t['float'][0]['id'] == d['float']['ids'][i], (i, t)"
 check kjv-transformers 0 "$py" "$tmp/hf_generate.py" "$dir" "$tmp/kjv.json"
 cat "$tmp/out"
 
