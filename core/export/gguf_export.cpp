@@ -115,7 +115,7 @@ bool exactIn(const at::Tensor& values, GgmlType type)
 /// Copies the source GGUF's tokenizer.* keys, or converts a byte-level BPE tokenizer.json;
 /// says what it did in `notes`.
 void writeTokenizer(io::GgufWriter& writer, const ExportSource& source,
-                    std::vector<std::string>& notes)
+                    std::vector<std::string>& notes, std::int64_t vocabRows)
 {
     const std::string& tp = source.tokenizerPath;
     if (tp.empty()) {
@@ -190,6 +190,20 @@ void writeTokenizer(io::GgufWriter& writer, const ExportSource& source,
         else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
             merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     }
+    // llama.cpp takes its vocabulary size from the token list and checks it against
+    // token_embd's rows: a model whose embedding has more rows than its tokenizer has tokens
+    // (Qwen2's 151936 rows for 151665 tokens) gets "[PAD<id>]" tokens of type UNUSED, as
+    // llama.cpp's convert_hf_to_gguf pads them; more tokens than rows cannot load at all.
+    const std::size_t real = tokens.size();
+    if (vocabRows > 0 && static_cast<std::int64_t>(tokens.size()) > vocabRows) {
+        notes.push_back("no tokenizer written: " + tp + " has " + std::to_string(tokens.size()) +
+                        " tokens for an embedding of " + std::to_string(vocabRows) + " rows");
+        return;
+    }
+    for (auto id = static_cast<std::int64_t>(tokens.size()); id < vocabRows; ++id) {
+        tokens.push_back("[PAD" + std::to_string(id) + "]");
+        types.push_back(5);  // UNUSED
+    }
     writer.set("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
     writer.set("tokenizer.ggml.tokens", io::GgufValue::stringArray(tokens));
     writer.set("tokenizer.ggml.token_type", io::GgufValue::i32Array(types));
@@ -207,7 +221,11 @@ void writeTokenizer(io::GgufWriter& writer, const ExportSource& source,
                            io::GgufValue::u32(static_cast<std::uint32_t>(c[key].get<std::int64_t>())));
     }
     notes.push_back("tokenizer: byte-level BPE converted from " + tp + " (" +
-                    std::to_string(tokens.size()) + " tokens, " + std::to_string(merges.size()) +
+                    std::to_string(real) + " tokens" +
+                    (tokens.size() > real ? " padded to the embedding's " +
+                                                std::to_string(tokens.size()) + " with [PAD<id>]"
+                                          : std::string()) +
+                    ", " + std::to_string(merges.size()) +
                     " merges; no tokenizer.ggml.pre, llama.cpp uses its default pre-tokenizer)");
 }
 
@@ -339,7 +357,7 @@ Result<GgufSummary> writeGguf(const quant::QuantizedModel& model, const std::str
                        h.number("llama.attention.layer_norm_rms_epsilon"))));
         u32("llama.rope.dimension_count", headDim);
         u32("llama.vocab_size", embed.size(0));
-        writeTokenizer(writer, source, summary.notes);
+        writeTokenizer(writer, source, summary.notes, embed.size(0));
 
         // Every weight tensor is deferred: the writer produces, encodes and drops one at a
         // time as it writes (GgufWriter::addDeferredTensor), so the export holds one tensor's

@@ -541,3 +541,48 @@ TEST(GgufExport, StreamedExportThatFailsMidwayLeavesNoFile)
         EXPECT_EQ(entry.path().filename().string().find("cancelled"), std::string::npos)
             << entry.path();
 }
+
+// llama.cpp takes its vocabulary size from the token list and refuses a file whose token_embd
+// has another row count (it did, on the 8B-shaped folder with a 600-token test tokenizer): a
+// tokenizer.json with fewer tokens than the embedding's rows is padded with [PAD<id>] tokens of
+// type UNUSED, as llama.cpp's convert_hf_to_gguf pads Qwen2's; one with more is left out.
+TEST(GgufExport, ATokenizerShorterThanTheEmbeddingIsPaddedAsLlamaCppsConverterPads)
+{
+    const TinyLlama t = tinyLlama(64, 64, true, 8);  // vocabulary 96
+    test::TempDir dir;
+    const auto writeTokenizer = [&](int tokens) {
+        json vocab = json::object();
+        for (int i = 0; i < tokens; ++i)
+            vocab["t" + std::to_string(i)] = i;
+        json tok = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+                    {"pre_tokenizer", {{"type", "ByteLevel"}}}};
+        std::ofstream(dir.file("tokenizer.json")) << tok.dump();
+    };
+    const auto m = prepared(t.graph, "gguf-q8_0");
+    exporting::ExportSource source{dir.file("model"), dir.file("tokenizer.json")};
+
+    writeTokenizer(10);
+    auto r = exporting::exportModel(m, exporting::ExportFormat::Gguf, dir.file("pad.gguf"),
+                                    Progress::none(), CancelToken(), source);
+    ASSERT_TRUE(r.ok()) << r.error().userMessage();
+    auto f = io::GgufFile::open(dir.file("pad.gguf")).value();
+    const auto tokens = f.getStringArray("tokenizer.ggml.tokens").value();
+    ASSERT_EQ(tokens.size(), 96u);
+    EXPECT_EQ(tokens[9], "t9");
+    EXPECT_EQ(tokens[10], "[PAD10]");
+    EXPECT_EQ(tokens[95], "[PAD95]");
+    bool noted = false;
+    for (const auto& note : r->notes)
+        noted = noted || note.find("10 tokens padded to the embedding's 96") != std::string::npos;
+    EXPECT_TRUE(noted);
+
+    writeTokenizer(200);
+    auto more = exporting::exportModel(m, exporting::ExportFormat::Gguf, dir.file("more.gguf"),
+                                       Progress::none(), CancelToken(), source);
+    ASSERT_TRUE(more.ok()) << more.error().userMessage();
+    EXPECT_FALSE(io::GgufFile::open(dir.file("more.gguf"))->getStringArray("tokenizer.ggml.tokens").ok());
+    bool refused = false;
+    for (const auto& note : more->notes)
+        refused = refused || note.find("200 tokens for an embedding of 96 rows") != std::string::npos;
+    EXPECT_TRUE(refused);
+}
