@@ -476,6 +476,15 @@ Result<nlohmann::json> compare(Workspace& ws, const RunRequest& request,
         auto data = detail::resolveData(ws, request, calibSamples, progress, cancel);
         if (!data)
             return data.error();
+        // The whole comparison is refused before the first scheme is prepared when its
+        // costliest scheme cannot fit beside the one before it.
+        const ir::Graph& graph = ws.model()->graph();
+        if (auto fits = analysis::checkMemory(
+                analysis::estimateCompare(graph, parsed,
+                                          analysis::workShapeOf(graph, data->analysisBatch())),
+                ws.model()->path());
+            !fits)
+            return fits.error();
         nlohmann::json runs = nlohmann::json::array();
         const double step = 1.0 / static_cast<double>(std::max<std::size_t>(parsed.size(), 1));
         for (std::size_t i = 0; i < parsed.size(); ++i) {
@@ -757,7 +766,7 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
         analysis::estimateQuantize(graph, *parsed, analysis::defaultWorkShape(graph, kLmSeqLen));
     MemoryForecast f;
     f.neededBytes = e.total();
-    const auto available = analysis::availableMemory();
+    const auto available = analysis::memoryBudget(e);
     f.availableBytes = available.value_or(-1);
     f.fits = !available || f.neededBytes <= *available;
     f.text = "~" + analysis::formatGigabytes(f.neededBytes) +
