@@ -344,9 +344,10 @@ MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape)
                 largest = std::max<std::int64_t>(largest, t.numel() * 4);
             return isWide16(graph, name, t);
         });
-    // The cache, and the largest weight widened for its node with its 16-bit pages still
-    // resident until the node is done (an 8B LM head: 2.1 GB + 1.05 GB).
-    e.widened = std::min(wide, exec::ExecOptions().widenCacheBytes + largest + largest / 2);
+    // The cache, and the largest weight widened for its node beside one more float32 copy of
+    // it while the node runs (an 8B LM head: 2 x 2.1 GB; its 16-bit pages are file pages,
+    // not anonymous memory).
+    e.widened = std::min(wide, exec::ExecOptions().widenCacheBytes + 2 * largest);
     // One metric batch; its scores (top-1's argmax, perplexity's per-token log-likelihoods)
     // are small beside the outputs they read.
     e.activations = forwardBytes(graph, metricShape(shape));
