@@ -53,10 +53,9 @@ int cmdEval(const Args& args)
         return fail(data.error());
     // Refused before the run allocates when its activations and widened weights cannot fit.
     const ir::Graph& graph = (*model)->graph();
-    if (auto fits = analysis::checkMemory(
-            analysis::estimateEval(graph, analysis::workShapeOf(graph, data->inputs)),
-            modelArg->path);
-        !fits)
+    const analysis::MemoryEstimate estimate =
+        analysis::estimateEval(graph, analysis::workShapeOf(graph, data->inputs));
+    if (auto fits = analysis::checkMemory(estimate, modelArg->path); !fits)
         return fail(fits.error());
     Progress evalProgress = stderrProgress(quiet);
     auto top1 = analysis::evaluateMetric((*model)->graph(), *data, c10::Device(*device), 256, nullptr, {},
@@ -69,7 +68,8 @@ int cmdEval(const Args& args)
                   {"samples", top1->samples},
                   {"model", modelArg->path},
                   {"data", dataPath},
-                  {"device", exec::deviceDescription(args.get("--device", "cpu"))}};
+                  {"device", exec::deviceDescription(args.get("--device", "cpu"))},
+                  {"memory", {{"estimate_bytes", estimate.total()}, {"held_bytes", estimate.held}}}};
         if (data->kind == "text")
             j["data_shape"] = {data->inputs.size(0), data->inputs.size(1)};
         if (!note.empty())

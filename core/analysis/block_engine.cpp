@@ -502,6 +502,8 @@ MemoryEstimate estimateBlockQuantize(const ir::Graph& graph, const quant::Scheme
     MemoryEstimate e;
     e.action = "quantize (block engine)";
     e.mapped = graph.parameterBytes();
+    e.held = heldMemoryBytes();
+    e.reusable = reusableHeapBytes();
     auto partition = partitionBlocks(graph);
     auto plan = quant::makePlan(graph, scheme);
     if (!partition || !plan)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace bitlens::quant {
 struct Scheme;
@@ -22,14 +23,27 @@ namespace bitlens::analysis {
 struct MemoryEstimate {
     std::string action;             ///< "eval", "quantize"
     std::int64_t mapped = 0;        ///< weights read from the file mapping
+    /// Anonymous memory the process holds when the estimate is made (its RssAnon: the runtime,
+    /// the opened model's decoded weights, tokenizer and data; heldMemoryBytes()).
+    std::int64_t held = 0;
     std::int64_t widened = 0;       ///< float32 copies of 16-bit weights held at once
     std::int64_t quantized = 0;     ///< float32 quantize-dequantized copies of quantized weights
     std::int64_t activations = 0;   ///< live values of one batch at the executor's peak
     /// Calibration held at once (block engine): the calibration windows' values carried between
     /// parts, one part's GPTQ / AWQ Hessians and the largest layer's solve.
     std::int64_t calibration = 0;
-    std::int64_t total() const { return widened + quantized + activations + calibration; }
-    /// "~21.3 GB (float32 weights 16.0 GB, quantized copies 5.1 GB, activations 0.2 GB; ...)".
+    /// Of `held`, heap memory freed earlier and still resident, which the run takes again
+    /// before the process grows (reusableHeapBytes()).
+    std::int64_t reusable = 0;
+    /// Heap the run leaves in holes it cannot fill again (quantize: allocations of many sizes,
+    /// freed out of order, served from the heap's top pad).
+    std::int64_t fragmentation = 0;
+    /// held, plus what the run adds beyond the freed heap it takes again, plus fragmentation.
+    std::int64_t total() const;
+    /// total() less what the process holds already: what the run adds to it.
+    std::int64_t added() const { return widened + quantized + activations + calibration; }
+    /// "~21.3 GB (held 0.6 GB, float32 weights 16.0 GB, quantized copies 5.1 GB, activations
+    /// 0.2 GB; ...)".
     std::string describe() const;
     /// The parenthesis of describe() alone.
     std::string partsText() const;
@@ -39,6 +53,9 @@ struct MemoryEstimate {
 struct WorkShape {
     std::int64_t batch = 1;
     std::int64_t seqLen = 1;  ///< token models only (inputs of two dynamic dimensions)
+    /// Samples (windows) the task metric runs at once; 0: `batch`.
+    std::int64_t metricBatch = 0;
+    std::int64_t metricRows() const { return metricBatch > 0 ? metricBatch : batch; }
 };
 
 /// The batch the estimates plan for from a data set's rows: token models (two-dimensional
@@ -70,6 +87,20 @@ MemoryEstimate estimateEval(const ir::Graph& graph, const WorkShape& shape);
 MemoryEstimate estimateQuantize(const ir::Graph& graph, const quant::Scheme& scheme,
                                 const WorkShape& shape);
 
+/// The process's anonymous resident memory now (RssAnon of /proc/self/status): what it holds
+/// before a run starts; 0 where that file cannot be read.
+std::int64_t heldMemoryBytes();
+
+/// Heap memory this process freed and still holds resident (RssAnon beyond glibc's live
+/// blocks, at most its free bytes): a run's allocations take it before the process grows.
+std::int64_t reusableHeapBytes();
+
+/// compare of `schemes` one after another (workspace::compare): the costliest scheme's
+/// estimateQuantize, with the quantized copies of the scheme before it, which the workspace
+/// holds while the next one is prepared.
+MemoryEstimate estimateCompare(const ir::Graph& graph, const std::vector<quant::Scheme>& schemes,
+                               const WorkShape& shape);
+
 /// Bytes this process can still use: MemAvailable of /proc/meminfo, or what the cgroup's
 /// memory.max leaves where that is lower. BITLENS_MEMORY_AVAILABLE (bytes, or with a K/M/G/T
 /// suffix, decimal) overrides it, to plan for a smaller machine or to test; sizes above 1 EB
@@ -81,7 +112,12 @@ std::optional<std::int64_t> availableMemory();
 /// before running any command.
 Result<void> checkMemoryOverride();
 
-/// A Runtime error (exit code 5) naming `path` when `estimate` does not fit in availableMemory():
+/// What the process of `estimate` can hold in all: BITLENS_MEMORY_AVAILABLE when set, else
+/// availableMemory() plus the memory it holds already (estimate.held), which the machine's
+/// free memory does not count. nullopt when unknown.
+std::optional<std::int64_t> memoryBudget(const MemoryEstimate& estimate);
+
+/// A Runtime error (exit code 5) naming `path` when `estimate` does not fit in memoryBudget():
 /// "quantize needs ~62.1 GB (...), 21.9 GB available; use --limit / --seq-len or a smaller
 /// model". Nothing is refused when the available memory is unknown.
 Result<void> checkMemory(const MemoryEstimate& estimate, const std::string& path);

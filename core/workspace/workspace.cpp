@@ -507,6 +507,15 @@ Result<nlohmann::json> compare(Workspace& ws, const RunRequest& request,
         auto data = detail::resolveData(ws, request, calibSamples, progress, cancel);
         if (!data)
             return data.error();
+        // The whole comparison is refused before the first scheme is prepared when its
+        // costliest scheme cannot fit beside the one before it.
+        const ir::Graph& graph = ws.model()->graph();
+        if (auto fits = analysis::checkMemory(
+                analysis::estimateCompare(graph, parsed,
+                                          analysis::workShapeOf(graph, data->analysisBatch())),
+                ws.model()->path());
+            !fits)
+            return fits.error();
         nlohmann::json runs = nlohmann::json::array();
         const double step = 1.0 / static_cast<double>(std::max<std::size_t>(parsed.size(), 1));
         for (std::size_t i = 0; i < parsed.size(); ++i) {
@@ -788,7 +797,7 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
     const analysis::MemoryEstimate e = analysis::estimateQuantize(graph, *parsed, shape);
     MemoryForecast f;
     f.neededBytes = e.total();
-    const auto available = analysis::availableMemory();
+    const auto available = analysis::memoryBudget(e);
     f.availableBytes = available.value_or(-1);
     f.fits = !available || f.neededBytes <= *available;
     f.text = "~" + analysis::formatGigabytes(f.neededBytes) +
@@ -802,11 +811,12 @@ Result<MemoryForecast> memoryForecast(const Workspace& ws, const std::string& sc
             graph, *parsed, shape,
             shape.batch + analysis::AnalysisOptions().sequenceAnalysisSamples,
             parsed->calibSamples);
-        if (b.total() <= *available) {
+        if (const auto budget = analysis::memoryBudget(b); budget && b.total() <= *budget) {
             f.neededBytes = b.total();
+            f.availableBytes = *budget;
             f.fits = true;
             f.text = "~" + analysis::formatGigabytes(b.total()) + " of " +
-                     analysis::formatGigabytes(*available) +
+                     analysis::formatGigabytes(*budget) +
                      " available, one decoder block at a time (the whole model at once: ~" +
                      analysis::formatGigabytes(e.total()) + ") " + b.partsText();
         }

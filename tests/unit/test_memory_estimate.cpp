@@ -73,8 +73,19 @@ TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
     const std::int64_t peakKeeping = analysis::peakActivationBytes(g16, {4, 1}, &keep, &kept);
     EXPECT_EQ(kept, 4 * 4 * (64 + 64 + 8));  // outputs counted as computed; x is an input
     EXPECT_EQ(peakKeeping, 4 * 4 * (16 + 64 + 64 + 8));
-    EXPECT_EQ(q16.activations, peakKeeping + kept);
-    EXPECT_EQ(q16.total(), q16.widened + q16.quantized + q16.activations);
+    // The runs (with the temporary of the largest value, [4, 64]) or, after them, both runs'
+    // kept values beside the report of fc1 (quantized: 2 x its output, 8 x its weight for the float64 comparison, and the
+    // weight shown), whichever is larger.
+    const std::int64_t layerFc1 = 2 * 4 * 4 * 64 + 8 * 4 * 64 * 16 + 4 * 64 * 16;
+    EXPECT_EQ(q16.activations, std::max(peakKeeping + kept + 4 * 4 * 64, 2 * kept + layerFc1));
+    // What the process holds now is counted, less freed heap the run takes again.
+    EXPECT_GT(q16.held, 0);
+    EXPECT_LE(q16.reusable, q16.held);
+    const std::int64_t grows = std::max<std::int64_t>(
+        0, q16.widened + q16.quantized + q16.activations - q16.reusable);
+    EXPECT_EQ(q16.fragmentation, grows * 2 / 5);  // a run this small is served from the heap
+    EXPECT_EQ(q16.total(), q16.held + grows + q16.fragmentation);
+    EXPECT_GE(q16.total(), q16.held);
     // float32 weights run from the mapping: nothing to widen.
     const auto q32 = analysis::estimateQuantize(g32, *scheme, {4, 1});
     EXPECT_EQ(q32.widened, 0);
@@ -82,8 +93,12 @@ TEST(MemoryEstimate, SixteenBitWeightsCountTheirFloat32CopiesAndQuantizedOnes)
     const auto e16 = analysis::estimateEval(g16, {4, 1});
     EXPECT_EQ(e16.quantized, 0);
     EXPECT_EQ(e16.widened, 4 * weights);  // within the executor's widen cache
-    // The metric scores the outputs beside them (perplexity's log-softmax): 2 x [4, 8] float.
-    EXPECT_EQ(e16.activations, analysis::peakActivationBytes(g16, {4, 1}) + 2 * 4 * 4 * 8);
+    // One metric batch (here the batch itself) at its peak, with the temporary of its largest
+    // value ([4, 64] float).
+    EXPECT_EQ(e16.activations, analysis::peakActivationBytes(g16, {4, 1}) + 4 * 4 * 64);
+    analysis::WorkShape metric{4, 1, 8};
+    EXPECT_EQ(analysis::estimateEval(g16, metric).activations,
+              analysis::peakActivationBytes(g16, {8, 1}) + 8 * 4 * 64);
     EXPECT_EQ(analysis::estimateEval(g32, {4, 1}).widened, 0);
 }
 
@@ -97,6 +112,20 @@ TEST(MemoryEstimate, ViewsOfOneStorageWidenOnce)
     const auto q = analysis::estimateQuantize(g, *scheme, {4, 1});
     EXPECT_EQ(q.widened, 4 * (64 * 16 + 64 + 8 * 64));
     EXPECT_EQ(q.quantized, 4 * (64 * 16 + 8 * 64));
+}
+
+TEST(MemoryEstimate, CompareCountsTheSchemeBeforeBesideTheNext)
+{
+    // workspace::compare keeps the last scheme's prepared model while the next is prepared.
+    const ir::Graph g = mlp(at::kBFloat16);
+    auto w4 = quant::parseScheme("w4-int4");
+    ASSERT_TRUE(w4.ok());
+    const auto one = analysis::estimateQuantize(g, *w4, {4, 1});
+    const auto both = analysis::estimateCompare(g, {*w4, *w4}, {4, 1});
+    EXPECT_EQ(both.action, "compare");
+    EXPECT_EQ(both.quantized, 2 * one.quantized);
+    EXPECT_EQ(both.widened, one.widened);
+    EXPECT_EQ(both.activations, one.activations);
 }
 
 TEST(MemoryEstimate, AnActionThatCannotFitIsRefusedWithBothFigures)
@@ -120,6 +149,8 @@ TEST(MemoryEstimate, AnActionThatCannotFitIsRefusedWithBothFigures)
     {
         EnvOverride large("2G");
         EXPECT_EQ(analysis::availableMemory(), 2'000'000'000);
+        // The override is the whole budget: what the process holds is not added to it.
+        EXPECT_EQ(analysis::memoryBudget(estimate), 2'000'000'000);
         EXPECT_TRUE(analysis::checkMemory(estimate, "/models/mlp").ok());
     }
     // Without the override the machine's own figure is used, and it is positive.
