@@ -450,7 +450,10 @@ MemoryEstimate estimateCompare(const ir::Graph& graph, const std::vector<quant::
         e.quantized += previous;
         previous = own;
         addFragmentation(e);
-        if (worst.action.empty() || e.total() > worst.total())
+        // By what each run adds: `held` is read anew for each estimate and moves by a few
+        // pages between two reads, which must not decide which scheme is the costliest.
+        if (worst.action.empty() ||
+            e.added() + e.fragmentation > worst.added() + worst.fragmentation)
             worst = e;
     }
     worst.action = "compare";

@@ -41,14 +41,25 @@ m = d['memory']
 assert m['quantize_scheme'] == 'w4-int4' and m['quantize_bytes'] > 4 * d['params'], m
 assert 0 < m['eval_bytes'] < m['quantize_bytes'] and m['available_bytes'] > 0, m"
 
+# --engine whole: the whole engine's refusal (the default, auto, runs a model that does not fit
+# whole one decoder block at a time when that fits: see quantize-70b-block below).
 check quantize-70b-refused 5 rss "$cli" quantize "$tmp/l70" --scheme w4-int4 --calib "$tmp/text.txt" \
-  --limit 2 --seq-len 256 --report "$tmp/r.json"
+  --limit 2 --seq-len 256 --report "$tmp/r.json" --engine whole
 expect quantize-70b-rss under 2000000
 expect quantize-70b-message grep -qE "^error: $tmp/l70: quantize needs ~[0-9.]+ GB \(held by the process [0-9.]+ (GB|MB), float32 weights [0-9.]+ GB, quantized copies [0-9.]+ GB, activations [0-9.]+ (GB|MB)(, [a-z ]+ [0-9.]+ (GB|MB))*; weights mapped from the file: 141\.1 GB\), [0-9.]+ GB available; use --limit / --seq-len" "$tmp/err"
 expect quantize-70b-no-report test ! -e "$tmp/r.json"
 BITLENS_MEMORY_AVAILABLE=400G check quantize-70b-400g 5 "$cli" quantize "$tmp/l70" --scheme w4-int4 \
-  --calib "$tmp/text.txt" --limit 2 --seq-len 256
+  --calib "$tmp/text.txt" --limit 2 --seq-len 256 --engine whole
 expect quantize-70b-400g-message grep -q ", 400.0 GB available" "$tmp/err"
+# One block at a time the 70B is estimated before anything is allocated: on a 1 GB budget it is
+# refused with that estimate (and auto gives the whole engine's refusal, as neither fits).
+BITLENS_MEMORY_AVAILABLE=1G check quantize-70b-block 5 rss "$cli" quantize "$tmp/l70" \
+  --scheme w4-int4 --calib "$tmp/text.txt" --limit 1 --seq-len 64 --engine block
+expect quantize-70b-block-rss under 2000000
+expect quantize-70b-block-message grep -qE "quantize \(block engine\) needs ~[0-9.]+ GB" "$tmp/err"
+BITLENS_MEMORY_AVAILABLE=1G check quantize-70b-auto 5 "$cli" quantize "$tmp/l70" \
+  --scheme w4-int4 --calib "$tmp/text.txt" --limit 1 --seq-len 64
+expect quantize-70b-auto-message grep -q "quantize needs ~" "$tmp/err"
 
 # eval widens one node's weights at a time: it fits a normal machine, and a small one refuses it.
 BITLENS_MEMORY_AVAILABLE=500M check eval-70b-small 5 "$cli" eval "$tmp/l70" --data "$tmp/text.txt" \
