@@ -59,13 +59,19 @@ std::string partName(std::size_t p, std::size_t parts)
     return "block " + std::to_string(p) + " / " + std::to_string(parts - 2);
 }
 
-/// Whether a layer of the plan reads calibration data (static activation ranges, SmoothQuant,
-/// GPTQ, AWQ).
+/// Whether a layer configured so reads calibration data (static activation ranges,
+/// SmoothQuant, GPTQ, AWQ).
+bool readsCalibration(const quant::LayerConfig& c)
+{
+    return !c.keepFloat && (c.actMode == quant::ActMode::Static || c.smoothAlpha > 0.0 ||
+                            c.method != quant::LayerConfig::Method::Rtn);
+}
+
+/// Whether a layer of the plan reads calibration data.
 bool readsCalibration(const quant::Plan& plan)
 {
     for (const auto& [name, c] : plan.layers)
-        if (!c.keepFloat && (c.actMode == quant::ActMode::Static || c.smoothAlpha > 0.0 ||
-                             c.method != quant::LayerConfig::Method::Rtn))
+        if (readsCalibration(c))
             return true;
     return false;
 }
@@ -302,10 +308,7 @@ Result<QuantReport> analyzeBlockwise(const ir::Graph& floatGraph, const quant::S
                 bool reads = false;
                 for (const auto& node : sub.nodes)
                     if (auto it = plan->layers.find(node.name);
-                        it != plan->layers.end() && !it->second.keepFloat &&
-                        (it->second.actMode == quant::ActMode::Static ||
-                         it->second.smoothAlpha > 0.0 ||
-                         it->second.method != quant::LayerConfig::Method::Rtn))
+                        it != plan->layers.end() && readsCalibration(it->second))
                         reads = true;
                 if (reads) {
                     partCalib.emplace();

@@ -56,14 +56,11 @@ struct ExportInputs {
 /// (llama-quantize's way), where prepare would hold float32 and quantize-dequantized copies of
 /// every weight.
 bool streamsFromWeights(const ir::Graph& graph, const quant::Scheme& scheme,
-                        exporting::ExportFormat format)
+                        const quant::Plan& plan, exporting::ExportFormat format)
 {
     if (format != exporting::ExportFormat::Gguf || scheme.qat)
         return false;
-    auto plan = quant::makePlan(graph, scheme);
-    if (!plan)
-        return false;
-    for (const auto& [name, c] : plan->layers)
+    for (const auto& [name, c] : plan.layers)
         if (!c.keepFloat && (!c.ggmlType || c.method != quant::LayerConfig::Method::Rtn ||
                              c.actMode != quant::ActMode::Float || c.smoothAlpha > 0.0))
             return false;
@@ -75,16 +72,14 @@ bool streamsFromWeights(const ir::Graph& graph, const quant::Scheme& scheme,
 
 /// The model streamsFromWeights exports: the open graph (its tensors shared, 16-bit weights
 /// still mapped) with the scheme's plan and no prepared layer.
-Result<std::shared_ptr<const quant::QuantizedModel>> planOnly(const ir::Graph& graph,
-                                                              const quant::Scheme& scheme)
+std::shared_ptr<const quant::QuantizedModel> planOnly(const ir::Graph& graph,
+                                                      const quant::Scheme& scheme,
+                                                      quant::Plan plan)
 {
-    auto plan = quant::makePlan(graph, scheme);
-    if (!plan)
-        return plan.error();
     auto model = std::make_shared<quant::QuantizedModel>();
     model->graph = graph;
     model->scheme = scheme;
-    model->plan = std::move(plan).value();
+    model->plan = std::move(plan);
     // Float bytes as prepare counts them: every weight in float32, a storage shared by views
     // once.
     std::set<std::pair<const void*, std::int64_t>> seen;
@@ -92,7 +87,7 @@ Result<std::shared_ptr<const quant::QuantizedModel>> planOnly(const ir::Graph& g
         if (!t.has_storage() || seen.emplace(t.data_ptr(), t.numel()).second)
             model->bytesFloat += graph.widenOnRead.count(name) ? t.numel() * 4
                                                                : graph.initializerBytes(name, t);
-    return std::shared_ptr<const quant::QuantizedModel>(std::move(model));
+    return model;
 }
 
 /// `needModel`: the caller runs the prepared model (verification), so it is prepared even
@@ -121,12 +116,13 @@ Result<ExportInputs> exportInputs(Workspace& ws, const ExportRequest& request, P
         return data.error();
     // Verification runs on the evaluation data (labelled or not), else the calibration data.
     in.samples = data->loadedEval ? data->loadedEval : data->calib;
-    if (!needModel && streamsFromWeights(ws.model()->graph(), in.scheme, in.format)) {
-        auto model = planOnly(ws.model()->graph(), in.scheme);
-        if (!model)
-            return model.error();
-        in.prepared.model = std::move(model).value();
-        return in;
+    if (!needModel) {
+        const ir::Graph& graph = ws.model()->graph();
+        if (auto plan = quant::makePlan(graph, in.scheme);
+            plan && streamsFromWeights(graph, in.scheme, *plan, in.format)) {
+            in.prepared.model = planOnly(graph, in.scheme, std::move(plan).value());
+            return in;
+        }
     }
     Progress preparing = subProgress(progress, 0.0, 1.0,
                                      in.scheme.qat ? "training again: " : "calibrating again: ");
